@@ -1,0 +1,27 @@
+# awaken-stdio developer commands. `make install` then `make test` is all a fresh machine needs.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install test lint format bench pg-up pg-down
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+install: $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev,all]"
+
+test: $(PY)
+	$(PY) -m pytest -q
+
+lint: $(PY)
+	$(PY) -m ruff check awaken_stdio tests bench
+	$(PY) -m ruff format --check awaken_stdio tests bench
+
+format: $(PY)
+	$(PY) -m ruff format awaken_stdio tests bench
+	$(PY) -m ruff check --fix awaken_stdio tests bench
+
+bench: $(PY)
+	$(PY) -m bench

@@ -1,0 +1,314 @@
+"""The one exception tree of awaken-stdio, split by audience.
+
+::
+
+    AwakenError
+    ├── UsageError                  the person or program configuring us made a mistake (CLI exit 2)
+    │   └── ConfigError             a config file, store URL or agent definition is wrong
+    ├── StateError                  the state engine refused an operation (a programming error in a plugin)
+    │   ├── KeyAlreadyRegistered, UnknownKey, KeyDecodeError, KeyEncodeError
+    │   ├── RevisionConflict, MutationBaseRevisionMismatch, ParallelMergeConflict
+    │   ├── PluginAlreadyInstalled, PluginNotInstalled, ToolAlreadyRegistered
+    │   ├── HandlerAlreadyRegistered, EffectHandlerAlreadyRegistered
+    │   ├── UnknownScheduledActionHandler, UnknownEffectHandler
+    │   └── PhaseRunLoopExceeded
+    ├── RunError                    a run could not be started, resumed or controlled
+    │   ├── ThreadAlreadyRunning, AgentNotFound, InvalidResume, DecisionTargetNotFound
+    ├── StoreError                  persistence failed; wraps driver errors ``from exc``
+    │   ├── NotFound, AlreadyExists, VersionConflict, SchemaTooNew, StoreUnavailable
+    ├── ProviderError               a model call failed; ``kind`` says whether a retry can help
+    └── ToolError                   a tool failed; the model sees the message and the run goes on
+
+Only ``protocols/`` turns these into wire errors, and only ``cli.py`` turns them into exit codes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+__all__ = [
+    "AgentNotFound",
+    "AlreadyExists",
+    "AwakenError",
+    "ConfigError",
+    "DecisionTargetNotFound",
+    "EffectHandlerAlreadyRegistered",
+    "HandlerAlreadyRegistered",
+    "InvalidResume",
+    "KeyAlreadyRegistered",
+    "KeyDecodeError",
+    "KeyEncodeError",
+    "MutationBaseRevisionMismatch",
+    "NotFound",
+    "ParallelMergeConflict",
+    "PhaseRunLoopExceeded",
+    "PluginAlreadyInstalled",
+    "PluginNotInstalled",
+    "ProviderError",
+    "ProviderErrorKind",
+    "RevisionConflict",
+    "RunError",
+    "SchemaTooNew",
+    "StateError",
+    "StoreError",
+    "StoreUnavailable",
+    "ThreadAlreadyRunning",
+    "ToolAlreadyRegistered",
+    "ToolError",
+    "ToolErrorKind",
+    "UnknownEffectHandler",
+    "UnknownKey",
+    "UnknownScheduledActionHandler",
+    "UsageError",
+    "VersionConflict",
+]
+
+
+class AwakenError(Exception):
+    """awaken-stdio failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message if message is not None else (type(self).__doc__ or type(self).__name__).strip())
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+# -- usage -----------------------------------------------------------------------------------------------------
+
+
+class UsageError(AwakenError):
+    """The command line or the embedding program used awaken-stdio wrongly."""
+
+
+class ConfigError(UsageError):
+    """The configuration is not valid."""
+
+
+# -- state -----------------------------------------------------------------------------------------------------
+
+
+class StateError(AwakenError):
+    """The state engine refused the operation."""
+
+
+class KeyAlreadyRegistered(StateError):
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"key already registered: {key}")
+
+
+class UnknownKey(StateError):
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"unknown state key: {key}")
+
+
+class KeyDecodeError(StateError):
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(f"failed to decode state key {key}: {message}")
+
+
+class KeyEncodeError(StateError):
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(f"failed to encode state key {key}: {message}")
+
+
+class RevisionConflict(StateError):
+    def __init__(self, expected: int, actual: int) -> None:
+        self.expected, self.actual = expected, actual
+        super().__init__(f"revision conflict: expected {expected}, actual {actual}")
+
+
+class MutationBaseRevisionMismatch(StateError):
+    def __init__(self, left: int, right: int) -> None:
+        self.left, self.right = left, right
+        super().__init__(f"mutation batches have different base revisions: {left} and {right}")
+
+
+class ParallelMergeConflict(StateError):
+    def __init__(self, key: str, owners: tuple[str, str] | None = None) -> None:
+        self.key, self.owners = key, owners
+        if owners:
+            msg = (
+                f'conflicting parallel state modification on exclusive key "{key}" '
+                f"by tool calls [{owners[0]}] and [{owners[1]}]"
+            )
+        else:
+            msg = f'conflicting parallel state modification on exclusive key "{key}"'
+        super().__init__(msg)
+
+
+class PluginAlreadyInstalled(StateError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"plugin already installed: {name}")
+
+
+class PluginNotInstalled(StateError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"plugin not installed: {name}")
+
+
+class ToolAlreadyRegistered(StateError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"tool already registered: {name}")
+
+
+class HandlerAlreadyRegistered(StateError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"scheduled action handler already registered: {name}")
+
+
+class EffectHandlerAlreadyRegistered(StateError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"effect handler already registered: {name}")
+
+
+class UnknownScheduledActionHandler(StateError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no handler registered for scheduled action: {name}")
+
+
+class UnknownEffectHandler(StateError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no handler registered for effect: {name}")
+
+
+class PhaseRunLoopExceeded(StateError):
+    def __init__(self, phase: str, rounds: int) -> None:
+        self.phase, self.rounds = phase, rounds
+        super().__init__(f"phase {phase} exceeded {rounds} scheduled-action rounds")
+
+
+# -- runs ------------------------------------------------------------------------------------------------------
+
+
+class RunError(AwakenError):
+    """The run could not be started, resumed or controlled."""
+
+
+class ThreadAlreadyRunning(RunError):
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"thread already has an active run: {thread_id}")
+
+
+class AgentNotFound(RunError):
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
+        super().__init__(f"agent not found: {agent_id}")
+
+
+class InvalidResume(RunError):
+    """The run to continue does not exist or belongs to another thread."""
+
+
+class DecisionTargetNotFound(RunError):
+    def __init__(self, target: str) -> None:
+        self.target = target
+        super().__init__(f"tool call or suspension {target} not found")
+
+
+# -- stores ----------------------------------------------------------------------------------------------------
+
+
+class StoreError(AwakenError):
+    """The store failed."""
+
+
+class NotFound(StoreError):
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(f"not found: {what}")
+
+
+class AlreadyExists(StoreError):
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(f"already exists: {what}")
+
+
+class VersionConflict(StoreError):
+    def __init__(self, what: str, expected: int | str | None, actual: int | str | None) -> None:
+        self.what, self.expected, self.actual = what, expected, actual
+        super().__init__(f"version conflict on {what}: expected {expected}, actual {actual}")
+
+
+class SchemaTooNew(StoreError):
+    def __init__(self, location: str, found: int, supported: int) -> None:
+        self.location, self.found, self.supported = location, found, supported
+        super().__init__(
+            f"{location} was written by a newer awaken-stdio (schema version {found}, this one knows up to "
+            f"{supported}); upgrade awaken-stdio, it will not downgrade the database"
+        )
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached or opened."""
+
+
+# -- providers -------------------------------------------------------------------------------------------------
+
+ProviderErrorKind = Literal[
+    "provider",
+    "rate_limited",
+    "overloaded",
+    "timeout",
+    "stream_interrupted",
+    "context_overflow",
+    "invalid_request",
+    "unauthorized",
+    "model_not_found",
+    "content_filtered",
+    "cancelled",
+]
+_RETRYABLE: frozenset[str] = frozenset({"provider", "rate_limited", "overloaded", "timeout", "stream_interrupted"})
+
+
+class ProviderError(AwakenError):
+    """The model provider failed."""
+
+    def __init__(self, kind: ProviderErrorKind, message: str, *, retry_after_s: float | None = None) -> None:
+        self.kind = kind
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in _RETRYABLE
+
+
+# -- tools -----------------------------------------------------------------------------------------------------
+
+ToolErrorKind = Literal[
+    "invalid_arguments", "execution_failed", "timeout", "cancelled", "denied", "not_found", "internal"
+]
+_TOOL_ERROR_PREFIX: dict[str, str] = {
+    "invalid_arguments": "Invalid arguments",
+    "execution_failed": "Execution failed",
+    "timeout": "Timeout",
+    "cancelled": "Cancelled",
+    "denied": "Denied",
+    "not_found": "Not found",
+    "internal": "Internal error",
+}
+
+
+class ToolError(AwakenError):
+    """A tool failed. Raised from a tool, it becomes a failed tool result whose text the model sees."""
+
+    def __init__(self, message: str, kind: ToolErrorKind = "execution_failed", *, data: Any = None) -> None:
+        self.kind = kind
+        self.detail = message
+        self.data = data
+        super().__init__(f"{_TOOL_ERROR_PREFIX[kind]}: {message}")

@@ -1,0 +1,42 @@
+"""Identifiers and clocks shared by every layer.
+
+Ids are UUIDv7 strings: time-ordered, so "latest run of a thread" and the mailbox's FIFO order sort naturally, and
+unique across processes that share one database. Times are unix milliseconds everywhere (records, events, leases).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+__all__ = ["new_id", "now_ms"]
+
+_lock = threading.Lock()
+_last_ms = 0
+_seq = 0
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_id(prefix: str = "") -> str:
+    """A UUIDv7 (RFC 9562) string, monotonic within this process, optionally prefixed (``sess_``, ``call_``)."""
+    global _last_ms, _seq
+    with _lock:
+        ms = now_ms()
+        if ms <= _last_ms:
+            ms = _last_ms
+            _seq += 1
+            if _seq >= 1 << 12:  # 12-bit counter exhausted in this millisecond: borrow the next one
+                ms += 1
+                _seq = 0
+        else:
+            _seq = 0
+        _last_ms = ms
+        seq = _seq
+    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | seq << 64 | 0b10 << 62 | rand
+    return prefix + str(uuid.UUID(int=value))

@@ -1,0 +1,120 @@
+"""Run and tool-call status machines and termination reasons.
+
+The legal transitions live here, next to the statuses, because the state engine, the stores and the protocol
+adapters all ask the same question: may this record move from A to B?
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "RunStatus",
+    "TerminationReason",
+    "ToolCallStatus",
+    "run_transition_allowed",
+    "tool_call_transition_allowed",
+]
+
+RunStatus = Literal["created", "running", "waiting", "done"]
+ToolCallStatus = Literal["new", "running", "suspended", "resuming", "succeeded", "failed", "cancelled"]
+
+_RUN_NEXT: dict[str, frozenset[str]] = {
+    "created": frozenset({"created", "running", "done"}),
+    "running": frozenset({"running", "waiting", "done"}),
+    "waiting": frozenset({"waiting", "running", "done"}),
+    "done": frozenset({"done"}),
+}
+_TOOL_TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+_TOOL_NEXT: dict[str, frozenset[str]] = {
+    "new": frozenset({"new", "running", "suspended", "resuming", "succeeded", "failed", "cancelled"}),
+    "running": frozenset({"running", "suspended", "succeeded", "failed", "cancelled"}),
+    "suspended": frozenset({"suspended", "resuming", "cancelled"}),
+    "resuming": frozenset({"resuming", "running", "suspended", "succeeded", "failed", "cancelled"}),
+}
+
+
+def run_transition_allowed(current: str, target: str) -> bool:
+    return target in _RUN_NEXT.get(current, frozenset())
+
+
+def tool_call_transition_allowed(current: str, target: str) -> bool:
+    if current in _TOOL_TERMINAL:
+        return target == current
+    return target in _TOOL_NEXT.get(current, frozenset())
+
+
+TerminationType = Literal[
+    "natural_end", "behavior_requested", "suspended", "cancelled", "blocked", "stopped", "error"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TerminationReason:
+    """Why a run ended. JSON form ``{"type": ..., "value": ...}``.
+
+    ``stopped`` carries ``{"code": ..., "detail": ...}`` (``max_rounds``, ``token_budget``, ``timeout``);
+    ``blocked`` and ``error`` carry a message.
+    """
+
+    type: TerminationType
+    value: Any = None
+
+    @staticmethod
+    def natural() -> TerminationReason:
+        return _NATURAL
+
+    @staticmethod
+    def suspended() -> TerminationReason:
+        return _SUSPENDED
+
+    @staticmethod
+    def cancelled() -> TerminationReason:
+        return _CANCELLED
+
+    @staticmethod
+    def blocked(reason: str) -> TerminationReason:
+        return TerminationReason("blocked", reason)
+
+    @staticmethod
+    def stopped(code: str, detail: str = "") -> TerminationReason:
+        return TerminationReason("stopped", {"code": code, "detail": detail})
+
+    @staticmethod
+    def error(message: str) -> TerminationReason:
+        return TerminationReason("error", message)
+
+    @property
+    def run_status(self) -> RunStatus:
+        return "waiting" if self.type == "suspended" else "done"
+
+    @property
+    def done_reason(self) -> str | None:
+        """The ``status_reason`` a finished run carries: ``natural``, ``cancelled``, ``blocked:<r>``, ``stopped:<code>``."""
+        match self.type:
+            case "suspended":
+                return None
+            case "natural_end":
+                return "natural"
+            case "blocked":
+                return f"blocked:{self.value}"
+            case "stopped":
+                return f"stopped:{(self.value or {}).get('code', '')}"
+            case _:
+                return self.type
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type} if self.value is None else {"type": self.type, "value": self.value}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> TerminationReason:
+        kind = d["type"]
+        if kind == "plugin_requested":
+            kind = "behavior_requested"
+        return TerminationReason(kind, d.get("value"))
+
+
+_NATURAL = TerminationReason("natural_end")
+_SUSPENDED = TerminationReason("suspended")
+_CANCELLED = TerminationReason("cancelled")

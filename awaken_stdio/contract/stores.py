@@ -1,0 +1,346 @@
+"""Store records and protocols: what the runtime and the protocol adapters persist, and how.
+
+One backend object implements every protocol here (threads and messages, runs, thread state, profiles, ACP
+sessions, remembered permissions); ``stores/`` has one module per backend (memory, file, SQLite, PostgreSQL) and
+one contract test suite runs against all of them. Every write that belongs together goes through
+:meth:`ThreadStore.checkpoint`, which is atomic: messages, the run record and the thread state land together or
+not at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+
+from awaken_stdio.contract.ids import now_ms
+from awaken_stdio.contract.inference import TokenUsage
+from awaken_stdio.contract.lifecycle import RunStatus, TerminationReason
+from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.profile import ProfileStore
+from awaken_stdio.contract.state import PersistedState
+from awaken_stdio.contract.suspension import ResumeMode, WaitingReason
+
+__all__ = [
+    "Checkpoint",
+    "LoadedThread",
+    "Page",
+    "PermissionGrant",
+    "PermissionStore",
+    "RunRecord",
+    "RunStore",
+    "SessionRecord",
+    "SessionStore",
+    "Store",
+    "ThreadRecord",
+    "ThreadStore",
+    "WaitingState",
+    "WaitingTicket",
+]
+
+T = TypeVar("T")
+DisplayStatus = Literal["running", "waiting", "completed", "failed", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None = None
+
+
+@dataclass(slots=True)
+class ThreadRecord:
+    thread_id: str
+    title: str | None = None
+    agent_id: str | None = None
+    parent_thread_id: str | None = None
+    message_count: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: int = field(default_factory=now_ms)
+    updated_at: int = field(default_factory=now_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingTicket:
+    """One call a waiting run needs a decision for."""
+
+    ticket_id: str  # the suspension id (``perm_<call>``) or the call id
+    tool_call_id: str
+    tool_name: str
+    arguments: Any
+    resume_mode: ResumeMode
+    reason: str  # the suspension's action, e.g. tool:PermissionConfirm
+    message: str = ""
+    updated_at: int = field(default_factory=now_ms)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ticket_id": self.ticket_id,
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "arguments": self.arguments,
+            "resume_mode": self.resume_mode,
+            "reason": self.reason,
+            "message": self.message,
+            "updated_at": self.updated_at,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> WaitingTicket:
+        return WaitingTicket(
+            d["ticket_id"], d["tool_call_id"], d["tool_name"], d.get("arguments"), d.get("resume_mode", "replay_tool_call"),
+            d.get("reason", ""), d.get("message", ""), int(d.get("updated_at", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingState:
+    reason: WaitingReason
+    tickets: tuple[WaitingTicket, ...]
+    message: str = ""
+    since_dispatch_id: str | None = None
+
+    @property
+    def ticket_ids(self) -> list[str]:
+        return [t.ticket_id for t in self.tickets]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "ticket_ids": self.ticket_ids,
+            "tickets": [t.to_json() for t in self.tickets],
+            "message": self.message,
+            "since_dispatch_id": self.since_dispatch_id,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any] | None) -> WaitingState | None:
+        if not d:
+            return None
+        return WaitingState(
+            d.get("reason", "tool_permission"),
+            tuple(WaitingTicket.from_json(t) for t in d.get("tickets", ())),
+            d.get("message", ""),
+            d.get("since_dispatch_id"),
+        )
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """One run of an agent on a thread. ``status`` is the run lifecycle; ``display_status`` the CLI's view."""
+
+    run_id: str
+    thread_id: str
+    agent_id: str
+    status: RunStatus = "created"
+    parent_run_id: str | None = None
+    session_id: str | None = None
+    origin: str = "user"  # user | acp | mcp | cli | delegate | internal
+    steps: int = 0
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    input_message_ids: list[str] = field(default_factory=list)
+    state: PersistedState | None = None  # run-scoped export
+    waiting: WaitingState | None = None
+    termination: TerminationReason | None = None
+    status_reason: str | None = None
+    response: str | None = None
+    error: str | None = None
+    created_at: int = field(default_factory=now_ms)
+    updated_at: int = field(default_factory=now_ms)
+
+    @property
+    def display_status(self) -> DisplayStatus:
+        if self.status in ("created", "running"):
+            return "running"
+        if self.status == "waiting":
+            return "waiting"
+        t = self.termination.type if self.termination else "natural_end"
+        if t == "cancelled":
+            return "cancelled"
+        if t == "error" or self.error:
+            return "failed"
+        return "completed"
+
+    def copy(self) -> RunRecord:
+        return replace(self, input_message_ids=list(self.input_message_ids))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "agent_id": self.agent_id,
+            "status": self.status,
+            "parent_run_id": self.parent_run_id,
+            "session_id": self.session_id,
+            "origin": self.origin,
+            "steps": self.steps,
+            "usage": self.usage.to_json(),
+            "input_message_ids": self.input_message_ids,
+            "state": self.state.to_json() if self.state else None,
+            "waiting": self.waiting.to_json() if self.waiting else None,
+            "termination": self.termination.to_json() if self.termination else None,
+            "status_reason": self.status_reason,
+            "response": self.response,
+            "error": self.error,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> RunRecord:
+        return RunRecord(
+            run_id=d["run_id"],
+            thread_id=d["thread_id"],
+            agent_id=d["agent_id"],
+            status=d.get("status", "created"),
+            parent_run_id=d.get("parent_run_id"),
+            session_id=d.get("session_id"),
+            origin=d.get("origin", "user"),
+            steps=int(d.get("steps", 0)),
+            usage=TokenUsage.from_json(d.get("usage")),
+            input_message_ids=list(d.get("input_message_ids") or []),
+            state=PersistedState.from_json(d["state"]) if d.get("state") else None,
+            waiting=WaitingState.from_json(d.get("waiting")),
+            termination=TerminationReason.from_json(d["termination"]) if d.get("termination") else None,
+            status_reason=d.get("status_reason"),
+            response=d.get("response"),
+            error=d.get("error"),
+            created_at=int(d.get("created_at", 0)),
+            updated_at=int(d.get("updated_at", 0)),
+        )
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """One atomic write: new messages (guarded by the thread's committed count), the run record, thread state."""
+
+    thread_id: str
+    expected_message_count: int
+    messages: list[Message]
+    run: RunRecord
+    thread_state: PersistedState | None = None
+
+
+@dataclass(slots=True)
+class LoadedThread:
+    thread: ThreadRecord
+    messages: list[Message]
+    state: PersistedState | None
+    latest_run: RunRecord | None
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    """An ACP session (or an MCP agent-tool conversation): the durable link between a client and a thread."""
+
+    session_id: str
+    thread_id: str
+    cwd: str
+    agent_id: str | None = None
+    title: str | None = None
+    mode: str | None = None
+    model: str | None = None
+    additional_directories: list[str] = field(default_factory=list)
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    origin: str = "acp"
+    created_at: int = field(default_factory=now_ms)
+    updated_at: int = field(default_factory=now_ms)
+
+
+PermissionBehavior = Literal["allow", "deny"]
+
+
+@dataclass(slots=True)
+class PermissionGrant:
+    """A remembered "always" answer: ``tool`` (a name or pattern) in ``workspace``, optionally for ``pattern``."""
+
+    grant_id: str
+    workspace: str
+    tool: str
+    behavior: PermissionBehavior
+    pattern: str | None = None  # primary-argument pattern, e.g. "git *" for run_command
+    created_at: int = field(default_factory=now_ms)
+    expires_at: int | None = None
+
+    def active(self, now: int) -> bool:
+        return self.expires_at is None or self.expires_at > now
+
+
+@runtime_checkable
+class ThreadStore(Protocol):
+    async def load_thread(self, thread_id: str) -> LoadedThread | None:
+        """Thread, all messages in order, thread-scoped state and latest run; ``None`` for an unknown thread."""
+        ...
+
+    async def load_messages(self, thread_id: str, *, offset: int = 0, limit: int | None = None) -> list[Message]: ...
+
+    async def checkpoint(self, cp: Checkpoint) -> None:
+        """Atomically append ``cp.messages`` (iff the thread holds ``expected_message_count``), upsert the run,
+        replace the thread state when given. Raises ``VersionConflict`` when the count does not match."""
+        ...
+
+    async def save_thread(self, thread: ThreadRecord) -> None: ...
+
+    async def load_thread_state(self, thread_id: str) -> PersistedState | None: ...
+
+    async def save_thread_state(self, thread_id: str, state: PersistedState) -> None: ...
+
+    async def list_threads(self, *, limit: int = 100, cursor: str | None = None) -> Page[ThreadRecord]: ...
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread with its messages, runs and state (idempotent)."""
+        ...
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    async def load_run(self, run_id: str) -> RunRecord | None: ...
+
+    async def save_run(self, run: RunRecord) -> None: ...
+
+    async def latest_run(self, thread_id: str) -> RunRecord | None: ...
+
+    async def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        statuses: list[RunStatus] | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[RunRecord]:
+        """Newest first (by ``updated_at``, then id)."""
+        ...
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    async def save_session(self, session: SessionRecord) -> None: ...
+
+    async def load_session(self, session_id: str) -> SessionRecord | None: ...
+
+    async def list_sessions(
+        self, *, cwd: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page[SessionRecord]:
+        """Most recently updated first."""
+        ...
+
+    async def delete_session(self, session_id: str) -> None: ...
+
+
+@runtime_checkable
+class PermissionStore(Protocol):
+    async def add_grant(self, grant: PermissionGrant) -> None: ...
+
+    async def list_grants(self, workspace: str, *, now: int | None = None) -> list[PermissionGrant]:
+        """Grants of ``workspace`` that have not expired at ``now``, oldest first."""
+        ...
+
+    async def delete_grant(self, grant_id: str) -> None: ...
+
+
+@runtime_checkable
+class Store(ThreadStore, RunStore, ProfileStore, SessionStore, PermissionStore, Protocol):
+    """A whole backend. Open it with ``stores.open_store(url)`` and close it with ``aclose()``."""
+
+    url: str
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,135 @@
+"""Human-in-the-loop vocabulary: why a call waits, and the decision that ends the wait."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from awaken_stdio.contract.ids import new_id, now_ms
+
+__all__ = [
+    "PERMISSION_ACTION",
+    "PendingToolCall",
+    "ResumeAction",
+    "ResumeMode",
+    "SuspendTicket",
+    "Suspension",
+    "ToolCallResume",
+    "WaitingReason",
+    "waiting_reason_for",
+]
+
+PERMISSION_ACTION = "tool:PermissionConfirm"
+
+ResumeMode = Literal["replay_tool_call", "use_decision_as_tool_result", "pass_decision_to_tool"]
+ResumeAction = Literal["resume", "cancel"]
+WaitingReason = Literal[
+    "tool_permission", "user_input", "background_tasks", "rate_limit", "manual_pause", "external_event"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Suspension:
+    """What a person is asked: ``action`` says what kind of question (``tool:PermissionConfirm``, ``tool:<name>``)."""
+
+    id: str
+    action: str
+    message: str = ""
+    parameters: Any = None
+    response_schema: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingToolCall:
+    id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True, slots=True)
+class SuspendTicket:
+    suspension: Suspension
+    pending: PendingToolCall
+    resume_mode: ResumeMode = "replay_tool_call"
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.suspension
+        return {
+            "suspension": {
+                "id": s.id,
+                "action": s.action,
+                "message": s.message,
+                "parameters": s.parameters,
+                **({"response_schema": s.response_schema} if s.response_schema is not None else {}),
+            },
+            "pending": {"id": self.pending.id, "name": self.pending.name, "arguments": self.pending.arguments},
+            "resume_mode": self.resume_mode,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> SuspendTicket:
+        s, p = d["suspension"], d["pending"]
+        return SuspendTicket(
+            Suspension(s["id"], s["action"], s.get("message", ""), s.get("parameters"), s.get("response_schema")),
+            PendingToolCall(p["id"], p["name"], p.get("arguments")),
+            d.get("resume_mode", "replay_tool_call"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallResume:
+    """A decision for one suspended call.
+
+    ``result`` carries the answer: for permissions ``{"approved": bool, "policy": "allow_once"|...}``; for
+    frontend tools the value the tool returns. ``decision_id`` makes delivery idempotent.
+    """
+
+    action: ResumeAction
+    result: Any = None
+    reason: str | None = None
+    decision_id: str = field(default_factory=new_id)
+    updated_at: int = field(default_factory=now_ms)
+
+    @staticmethod
+    def approve(result: Any = None, *, always: bool = False) -> ToolCallResume:
+        return ToolCallResume(
+            "resume", result if result is not None else {"approved": True, "policy": "allow_always" if always else "allow_once"}
+        )
+
+    @staticmethod
+    def reject(reason: str | None = None, *, always: bool = False) -> ToolCallResume:
+        return ToolCallResume(
+            "cancel",
+            {"approved": False, "policy": "reject_always" if always else "reject_once", **({"reason": reason} if reason else {})},
+            reason,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "result": self.result,
+            "reason": self.reason,
+            "decision_id": self.decision_id,
+            "updated_at": self.updated_at,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> ToolCallResume:
+        return ToolCallResume(
+            d["action"], d.get("result"), d.get("reason"), d.get("decision_id") or new_id(), int(d.get("updated_at") or now_ms())
+        )
+
+
+_WAITING: dict[str, WaitingReason] = {
+    "awaiting_tasks": "background_tasks",
+    "input_required": "user_input",
+    "user_input_required": "user_input",
+    "auth_required": "tool_permission",
+    "suspended": "tool_permission",
+    "rate_limit": "rate_limit",
+    "manual_pause": "manual_pause",
+}
+
+
+def waiting_reason_for(pause_reason: str | None) -> WaitingReason:
+    return _WAITING.get(pause_reason or "", "external_event")

@@ -1,0 +1,272 @@
+"""Tool vocabulary: descriptors, results, the ``Tool`` base class and the context a call runs in.
+
+Whatever a tool does wrong (raises, returns an error result, gets invalid arguments) ends as a *failed tool
+result the model sees*; the run goes on. Only the runtime decides whether a call runs, waits or is blocked.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.state import Snapshot, StateCommand, StateKey, V
+
+if TYPE_CHECKING:
+    from awaken_stdio.contract.events import AgentEvent
+    from awaken_stdio.contract.profile import ProfileAccess
+    from awaken_stdio.contract.suspension import SuspendTicket, ToolCallResume
+
+__all__ = [
+    "CancelToken",
+    "Tool",
+    "ToolCallContext",
+    "ToolDescriptor",
+    "ToolKind",
+    "ToolOutput",
+    "ToolResult",
+    "ToolStatus",
+    "infer_tool_kind",
+]
+
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
+ToolStatus = Literal["success", "pending", "error"]
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDescriptor:
+    """What the model and the protocol clients see of a tool.
+
+    ``parameters`` is a portable JSON Schema (root ``type: object``, no ``$ref``). ``kind`` and the hints drive
+    ACP tool-call kinds, MCP annotations and the default permission (read-only tools are allowed).
+    """
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: dict(EMPTY_SCHEMA))
+    kind: ToolKind = "other"
+    read_only: bool = False
+    destructive: bool = False
+    title: str | None = None
+    output_schema: dict[str, Any] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.parameters,
+            "kind": self.kind,
+            "read_only": self.read_only,
+            "destructive": self.destructive,
+        }
+
+
+_KIND_HINTS: tuple[tuple[tuple[str, ...], ToolKind], ...] = (
+    (("delete", "remove", "rm_"), "delete"),
+    (("move", "rename"), "move"),
+    (("edit", "write", "patch", "replace", "create_file"), "edit"),
+    (("read", "cat", "view", "open", "get_file", "list_dir", "ls"), "read"),
+    (("search", "grep", "find", "glob", "query"), "search"),
+    (("bash", "shell", "exec", "run", "command", "terminal"), "execute"),
+    (("fetch", "http", "url", "download", "web"), "fetch"),
+    (("think", "plan", "reason"), "think"),
+)
+
+
+def infer_tool_kind(name: str) -> ToolKind:
+    """A best guess of a tool's kind from its name (for tools that do not declare one, e.g. MCP servers')."""
+    low = name.lower()
+    for needles, kind in _KIND_HINTS:
+        if any(n in low for n in needles):
+            return kind
+    return "other"
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """The outcome of one call. ``message`` (else JSON of ``data``) is what the model reads."""
+
+    tool_name: str
+    status: ToolStatus
+    data: Any = None
+    message: str | None = None
+    suspension: SuspendTicket | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def success(tool_name: str, data: Any = None, message: str | None = None) -> ToolResult:
+        return ToolResult(tool_name, "success", data, message)
+
+    @staticmethod
+    def error(tool_name: str, message: str, *, code: str | None = None, data: Any = None) -> ToolResult:
+        if code is not None:
+            return ToolResult(tool_name, "error", {"error": {"code": code, "message": message}}, f"[{code}] {message}")
+        return ToolResult(tool_name, "error", data, message)
+
+    @staticmethod
+    def suspended(tool_name: str, ticket: SuspendTicket | None = None, message: str | None = None) -> ToolResult:
+        return ToolResult(tool_name, "pending", None, message, ticket)
+
+    @property
+    def is_error(self) -> bool:
+        return self.status == "error"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == "pending"
+
+    def text_for_model(self) -> str:
+        if self.message is not None:
+            return self.message
+        if isinstance(self.data, str):
+            return self.data
+        return json.dumps(self.data, ensure_ascii=False, default=str)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tool_name": self.tool_name, "status": self.status, "data": self.data}
+        if self.message is not None:
+            out["message"] = self.message
+        if self.suspension is not None:
+            out["suspension"] = self.suspension.to_json()
+        if self.metadata:
+            out["metadata"] = self.metadata
+        return out
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> ToolResult:
+        from awaken_stdio.contract.suspension import SuspendTicket
+
+        ticket = d.get("suspension")
+        return ToolResult(
+            d["tool_name"],
+            d["status"],
+            d.get("data"),
+            d.get("message"),
+            SuspendTicket.from_json(ticket) if ticket else None,
+            dict(d.get("metadata") or {}),
+        )
+
+
+@dataclass(slots=True)
+class ToolOutput:
+    """A result plus a state command: how a tool changes state, schedules actions or emits effects."""
+
+    result: ToolResult
+    command: StateCommand = field(default_factory=StateCommand)
+
+
+class CancelToken:
+    """Cooperative cancellation for code that cannot be cancelled by anyio (sync tools in worker threads)."""
+
+    __slots__ = ("_event", "cancelled")
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self._event: anyio.Event | None = None
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        if self.cancelled:
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+
+@dataclass(slots=True)
+class ToolCallContext:
+    """Everything a tool call may use: identity, the state snapshot, profile access, progress, cancellation.
+
+    ``services`` carries per-run collaborators the host supplies (the workspace file system and process runner,
+    an ACP client's ``fs/*`` and ``terminal/*``), so tools never reach into protocols themselves.
+    """
+
+    call_id: str
+    tool_name: str
+    thread_id: str
+    run_id: str
+    agent_id: str
+    snapshot: Snapshot
+    cwd: str | None = None
+    resume_input: ToolCallResume | None = None
+    suspension_id: str | None = None
+    suspension_reason: str | None = None
+    profile: ProfileAccess | None = None
+    cancel: CancelToken = field(default_factory=CancelToken)
+    services: Mapping[str, Any] = field(default_factory=dict)
+    emit: Callable[[AgentEvent], Awaitable[None]] | None = None
+
+    def state(self, key: StateKey[V, Any]) -> V:
+        return self.snapshot.get(key)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel.cancelled
+
+    async def report_progress(
+        self, status: Literal["pending", "running", "done", "failed", "cancelled"], message: str = "", **extra: Any
+    ) -> None:
+        """Tell the host how the call is going (ACP tool_call_update, MCP progress)."""
+        from awaken_stdio.contract.events import ActivitySnapshot
+
+        if self.emit is not None:
+            content = {"schema": "tool-call-progress.v1", "status": status, "message": message, **extra}
+            await self.emit(ActivitySnapshot(self.call_id, "tool-call-progress", content, True))
+
+    async def report_activity(self, activity_type: str, content: Any, *, replace: bool = True) -> None:
+        from awaken_stdio.contract.events import ActivitySnapshot
+
+        if self.emit is not None:
+            await self.emit(ActivitySnapshot(self.call_id, activity_type, content, replace))
+
+    async def stream_output(self, delta: str) -> None:
+        from awaken_stdio.contract.events import ToolCallStreamDelta
+
+        if self.emit is not None:
+            await self.emit(ToolCallStreamDelta(self.call_id, delta))
+
+
+class Tool(ABC):
+    """A tool the model can call. Subclass it, or decorate a function with ``@tool``."""
+
+    descriptor: ToolDescriptor
+
+    def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Check (and normalise) arguments; raise ``ToolError(kind="invalid_arguments")`` when they are wrong."""
+        return args
+
+    @abstractmethod
+    async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> ToolResult | ToolOutput | Any:
+        """Run the call. A plain return value becomes a success result; a raised error becomes a failed one."""
+
+    @property
+    def name(self) -> str:
+        return self.descriptor.name
+
+
+def tool_error_result(tool_name: str, exc: BaseException) -> ToolResult:
+    """The failed result a raised exception turns into."""
+    if isinstance(exc, ToolError):
+        result = ToolResult.error(tool_name, str(exc), data=exc.data)
+        if exc.kind == "timeout":
+            result.metadata["timed_out"] = True
+        return result
+    if isinstance(exc, TimeoutError):
+        result = ToolResult.error(tool_name, f"Timeout: {exc or 'the tool timed out'}")
+        result.metadata["timed_out"] = True
+        return result
+    return ToolResult.error(tool_name, f"Execution failed: {exc or type(exc).__name__}")
+
+
+__all__ += ["EMPTY_SCHEMA", "tool_error_result"]
