@@ -45,9 +45,7 @@ def tool_call_transition_allowed(current: str, target: str) -> bool:
     return target in _TOOL_NEXT.get(current, frozenset())
 
 
-TerminationType = Literal[
-    "natural_end", "behavior_requested", "suspended", "cancelled", "blocked", "stopped", "error"
-]
+TerminationType = Literal["natural_end", "behavior_requested", "suspended", "cancelled", "blocked", "stopped", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +89,7 @@ class TerminationReason:
 
     @property
     def done_reason(self) -> str | None:
-        """The ``status_reason`` a finished run carries: ``natural``, ``cancelled``, ``blocked:<r>``, ``stopped:<code>``."""
+        """The ``status_reason`` of a finished run: ``natural``, ``cancelled``, ``blocked:<r>``, ``stopped:<code>``."""
         match self.type:
             case "suspended":
                 return None

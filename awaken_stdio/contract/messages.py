@@ -192,7 +192,11 @@ def message_to_json(m: Message) -> dict[str, Any]:
         out["tool_call_id"] = m.tool_call_id
     if m.thinking:
         out["thinking"] = [
-            {"text": t.text, **({"signature": t.signature} if t.signature else {}), **({"redacted": True} if t.redacted else {})}
+            {
+                "text": t.text,
+                **({"signature": t.signature} if t.signature else {}),
+                **({"redacted": True} if t.redacted else {}),
+            }
             for t in m.thinking
         ]
     if m.run_id is not None:

@@ -12,7 +12,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
-from awaken_stdio.contract.errors import KeyDecodeError, KeyEncodeError, MutationBaseRevisionMismatch, ParallelMergeConflict
+from awaken_stdio.contract.errors import (
+    KeyDecodeError,
+    KeyEncodeError,
+    MutationBaseRevisionMismatch,
+    ParallelMergeConflict,
+)
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter

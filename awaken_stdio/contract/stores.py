@@ -87,8 +87,14 @@ class WaitingTicket:
     @staticmethod
     def from_json(d: dict[str, Any]) -> WaitingTicket:
         return WaitingTicket(
-            d["ticket_id"], d["tool_call_id"], d["tool_name"], d.get("arguments"), d.get("resume_mode", "replay_tool_call"),
-            d.get("reason", ""), d.get("message", ""), int(d.get("updated_at", 0)),
+            d["ticket_id"],
+            d["tool_call_id"],
+            d["tool_name"],
+            d.get("arguments"),
+            d.get("resume_mode", "replay_tool_call"),
+            d.get("reason", ""),
+            d.get("message", ""),
+            int(d.get("updated_at", 0)),
         )
 
 

@@ -93,14 +93,19 @@ class ToolCallResume:
     @staticmethod
     def approve(result: Any = None, *, always: bool = False) -> ToolCallResume:
         return ToolCallResume(
-            "resume", result if result is not None else {"approved": True, "policy": "allow_always" if always else "allow_once"}
+            "resume",
+            result if result is not None else {"approved": True, "policy": "allow_always" if always else "allow_once"},
         )
 
     @staticmethod
     def reject(reason: str | None = None, *, always: bool = False) -> ToolCallResume:
         return ToolCallResume(
             "cancel",
-            {"approved": False, "policy": "reject_always" if always else "reject_once", **({"reason": reason} if reason else {})},
+            {
+                "approved": False,
+                "policy": "reject_always" if always else "reject_once",
+                **({"reason": reason} if reason else {}),
+            },
             reason,
         )
 
@@ -116,7 +121,11 @@ class ToolCallResume:
     @staticmethod
     def from_json(d: dict[str, Any]) -> ToolCallResume:
         return ToolCallResume(
-            d["action"], d.get("result"), d.get("reason"), d.get("decision_id") or new_id(), int(d.get("updated_at") or now_ms())
+            d["action"],
+            d.get("result"),
+            d.get("reason"),
+            d.get("decision_id") or new_id(),
+            int(d.get("updated_at") or now_ms()),
         )
 
 

@@ -1,0 +1,653 @@
+"""A bidirectional JSON-RPC 2.0 peer over newline-delimited JSON on anyio byte streams.
+
+This module owns framing (one object per line, a maximum line size), correlation of our outbound requests with
+the answers, concurrent dispatch of inbound requests, cancellation of in-flight handlers, the lifecycle (EOF, close,
+parent death) and the one place where exceptions become wire errors. It deliberately knows nothing about ACP or MCP:
+method names are strings, params and results plain JSON values; ``protocols/acp`` and ``protocols/mcp`` are typed
+layers above it. It imports only the standard library and anyio because it is on the path from process start to the
+first ``initialize`` answer (budget 100 ms); stdout plumbing lives in ``protocols/stdio.py``.
+
+Choices worth knowing:
+
+- Inbound requests each run in their own task, so a long request never blocks reading: cancellations, mode changes
+  and answers to our own requests are processed while it runs. Notifications run one at a time, in arrival order, in
+  a worker task; a slow notification handler delays later notifications (never requests or responses), and reading
+  waits only once ``1024`` notifications are queued. Handlers with long work should start their own task.
+- A line longer than ``max_line_bytes`` is answered with -32600 (Invalid Request, ``id: null``): it may well be valid
+  JSON, but it is not a request we accept. It is discarded as it streams in, never buffered whole.
+- All writes go through one outbox drained by one writer task, which joins whatever is already queued into a single
+  write. ``notify()`` therefore returns once the line is queued, in order, and yields only when the outbox is full.
+- Shutdown (input EOF, ``close()``, parent death, or a broken output) is one path: stop reading, fail our pending
+  outbound requests, give in-flight handlers ``eof_grace_s`` to finish (their answers are still written), cancel the
+  rest, flush the outbox. A cancelled handler never answers, so no request is answered twice and nothing is written
+  after the cancellation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn, TypeAlias
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+__all__ = [
+    "CONNECTION_CLOSED",
+    "DEFAULT_MAX_LINE_BYTES",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "REQUEST_TIMEOUT",
+    "ConnectionClosedError",
+    "JsonRpcError",
+    "JsonRpcPeer",
+    "NotificationHandler",
+    "Params",
+    "RequestContext",
+    "RequestHandler",
+    "RequestId",
+    "RequestTimeoutError",
+    "error_to_wire",
+]
+
+logger = logging.getLogger(__name__)
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# Local conditions, never written by this peer (the MCP SDK uses the same two numbers).
+CONNECTION_CLOSED = -32000
+REQUEST_TIMEOUT = -32001
+
+DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
+
+_MESSAGES = {
+    PARSE_ERROR: "Parse error",
+    INVALID_REQUEST: "Invalid Request",
+    METHOD_NOT_FOUND: "Method not found",
+    INVALID_PARAMS: "Invalid params",
+    INTERNAL_ERROR: "Internal error",
+    CONNECTION_CLOSED: "Connection closed",
+    REQUEST_TIMEOUT: "Request timed out",
+}
+_READ_CHUNK = 64 * 1024
+_OUTBOX_SIZE = 1024  # lines queued for the writer before notify() waits
+_NOTIFICATION_QUEUE = 1024  # notifications queued before reading waits
+_MAX_WRITE_BATCH = 1024 * 1024  # bytes joined into one write
+_PARENT_POLL_S = 0.5
+_MESSAGE_LIMIT = 300  # characters of an exception text kept in a single-line error message
+
+RequestId: TypeAlias = int | str
+Params: TypeAlias = dict[str, Any] | list[Any] | None
+RequestHandler: TypeAlias = Callable[[Params, "RequestContext"], Awaitable[Any]]
+NotificationHandler: TypeAlias = Callable[[Params, "RequestContext"], Awaitable[None]]
+
+
+class JsonRpcError(Exception):
+    """A JSON-RPC error: raised by handlers to answer with it, and by ``request()`` when the other side answers so.
+
+    The message is collapsed to one non-empty line (clients show it as is; ACP-ERROR-001); details go in ``data``.
+    """
+
+    def __init__(self, code: int, message: str = "", data: Any = None) -> None:
+        self.code = code
+        self.message = " ".join(str(message).split()) or _MESSAGES.get(code, "Error")
+        self.data = data
+        super().__init__(self.message)
+
+    def to_wire(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ConnectionClosedError(JsonRpcError):
+    """The connection closed: an outbound request will never be answered, or nothing more can be sent."""
+
+    def __init__(self, message: str = "connection closed") -> None:
+        super().__init__(CONNECTION_CLOSED, message)
+
+
+class RequestTimeoutError(JsonRpcError):
+    """The other side did not answer an outbound request in time."""
+
+    def __init__(self, method: str, timeout: float) -> None:
+        super().__init__(REQUEST_TIMEOUT, f"no answer to {method} within {timeout:g} s")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What a handler knows about the message it serves; ``request_id`` is None for a notification."""
+
+    peer: JsonRpcPeer
+    method: str
+    request_id: RequestId | None
+
+
+def error_to_wire(exc: BaseException) -> dict[str, Any]:
+    """The single exception-to-wire boundary: the JSON-RPC ``error`` object for what a handler raised.
+
+    ``JsonRpcError`` keeps its code; a pydantic ``ValidationError`` (recognised by name, so pydantic is never
+    imported here) becomes -32602 with field locations and messages but no pydantic URLs or input echo; anything
+    else is -32603 with a one-line message, ``data {type, message}``, and its traceback in the log.
+    """
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]  # a task group inside a handler wraps a single failure
+    if isinstance(exc, JsonRpcError):
+        return exc.to_wire()
+    if _is_validation_error(exc):
+        return _invalid_params(exc)
+    logger.error("request handler failed", exc_info=exc)
+    text = str(exc)
+    first = _one_line(text.strip().splitlines()[0] if text.strip() else type(exc).__name__)
+    return {
+        "code": INTERNAL_ERROR,
+        "message": f"Internal error: {first}",
+        "data": {"type": type(exc).__name__, "message": text},
+    }
+
+
+def _is_validation_error(exc: BaseException) -> bool:
+    cls = type(exc)
+    return (
+        cls.__name__ == "ValidationError"
+        and cls.__module__.startswith("pydantic")
+        and callable(getattr(exc, "errors", None))
+    )
+
+
+def _invalid_params(exc: Any) -> dict[str, Any]:
+    errors = [
+        {"loc": list(err.get("loc", ())), "msg": str(err.get("msg", ""))}
+        for err in exc.errors(include_url=False, include_context=False, include_input=False)
+    ]
+    message = "Invalid params"
+    if errors:
+        first = errors[0]
+        where = ".".join(str(part) for part in first["loc"])
+        message += f": {where + ': ' if where else ''}{first['msg']}"
+        if len(errors) > 1:
+            message += f" (+{len(errors) - 1} more)"
+    return {"code": INVALID_PARAMS, "message": _one_line(message), "data": {"errors": errors}}
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 1] + "…"
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ascii_encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def _encode(frame: dict[str, Any]) -> bytes:
+    """One wire line. ``json`` escapes newlines inside strings, so a frame is always exactly one line."""
+    try:
+        return (_encoder.encode(frame) + "\n").encode()
+    except UnicodeEncodeError:  # a lone surrogate: the ASCII form escapes it and stays valid JSON
+        return (_ascii_encoder.encode(frame) + "\n").encode()
+
+
+def _valid_id(value: Any) -> bool:
+    return type(value) is int or type(value) is str  # not bool, float or null
+
+
+class _Pending:
+    """An outbound request waiting for its answer."""
+
+    __slots__ = ("error", "event", "result")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.result: Any = None
+        self.error: JsonRpcError | None = None
+
+
+class JsonRpcPeer:
+    """Both ends of JSON-RPC at once: serves the other side's requests and sends our own.
+
+    Register handlers, then ``await tg.start(peer.run, reader, writer)``; ``run`` returns after input EOF,
+    ``close()``, parent death (with ``watch_parent``) or a broken output. A peer runs once. The streams stay owned by
+    the caller.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        eof_grace_s: float = 0.5,
+        watch_parent: bool = False,
+    ) -> None:
+        self._max_line_bytes = max_line_bytes
+        self._eof_grace_s = eof_grace_s
+        self._watch_parent = watch_parent
+        self._methods: dict[str, RequestHandler] = {}
+        self._notification_handlers: dict[str, NotificationHandler] = {}
+        self._ids = itertools.count(1)
+        self._pending: dict[RequestId, _Pending] = {}
+        self._inbound: dict[RequestId, anyio.CancelScope] = {}
+        self._active = 0  # requests in flight plus notifications queued or running
+        self._idle: anyio.Event | None = None
+        self._started = False
+        self._close_requested = False
+        self._input_open = False  # outbound requests can still be answered
+        self._accepting = False  # lines may still be queued for writing
+        self._read_scope: anyio.CancelScope | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._outbox: MemoryObjectSendStream[bytes] | None = None
+
+    # -- handler table ---------------------------------------------------------------------------------------
+
+    def register(self, name: str, handler: RequestHandler) -> None:
+        """Serve requests for ``name``: ``await handler(params, ctx)`` is the result, or raises the error."""
+        if name in self._methods:
+            raise ValueError(f"a handler for request {name!r} is already registered")
+        self._methods[name] = handler
+
+    def method(self, name: str) -> Callable[[RequestHandler], RequestHandler]:
+        """Decorator form of ``register``."""
+
+        def decorate(handler: RequestHandler) -> RequestHandler:
+            self.register(name, handler)
+            return handler
+
+        return decorate
+
+    def register_notification(self, name: str, handler: NotificationHandler) -> None:
+        """Handle notifications ``name``; handlers run one at a time in arrival order, so keep them short."""
+        if name in self._notification_handlers:
+            raise ValueError(f"a handler for notification {name!r} is already registered")
+        self._notification_handlers[name] = handler
+
+    def on_notification(self, name: str) -> Callable[[NotificationHandler], NotificationHandler]:
+        """Decorator form of ``register_notification``."""
+
+        def decorate(handler: NotificationHandler) -> NotificationHandler:
+            self.register_notification(name, handler)
+            return handler
+
+        return decorate
+
+    # -- outbound --------------------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: Params = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - fails with a JSON-RPC error and forgets the request
+    ) -> Any:
+        """Send a request and return the other side's result.
+
+        Raises ``JsonRpcError`` with the other side's error, ``RequestTimeoutError`` after ``timeout`` seconds
+        (a late answer is then ignored), or ``ConnectionClosedError`` when input ends first. Cancelling the caller
+        sends nothing: how to tell the other side is the protocol layer's business.
+        """
+        if not self._input_open:
+            raise ConnectionClosedError("connection closed: no answer can arrive")
+        request_id = next(self._ids)
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            frame["params"] = params
+        pending = self._pending[request_id] = _Pending()
+        try:
+            await self._send(_encode(frame))
+            with anyio.fail_after(timeout):
+                await pending.event.wait()
+        except TimeoutError:
+            raise RequestTimeoutError(method, timeout or 0) from None
+        finally:
+            self._pending.pop(request_id, None)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    async def notify(self, method: str, params: Params = None) -> None:
+        """Queue a notification; it is written in order after everything queued before it.
+
+        Returns without yielding unless the outbox is full. Raises ``ConnectionClosedError`` once the peer has
+        stopped writing.
+        """
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            frame["params"] = params
+        await self._send(_encode(frame))
+
+    def cancel_request(self, request_id: RequestId) -> bool:
+        """Cancel the handler of an inbound request; it sends no response (MCP ``notifications/cancelled``).
+
+        Returns False when no such request is in flight (already answered, or never seen).
+        """
+        scope = self._inbound.get(request_id)
+        if scope is None:
+            return False
+        scope.cancel()
+        return True
+
+    def close(self) -> None:
+        """Stop as on input EOF: ``run`` finishes in-flight work within the grace period and returns."""
+        self._close_requested = True
+        if self._read_scope is not None:
+            self._read_scope.cancel()
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        reader: anyio.abc.ByteReceiveStream,
+        writer: anyio.abc.ByteSendStream,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve until input EOF, ``close()``, parent death or a broken output; see the module docstring."""
+        if self._started:
+            raise RuntimeError("a JsonRpcPeer runs only once")
+        self._started = True
+        outbox, outbox_reader = anyio.create_memory_object_stream[bytes](_OUTBOX_SIZE)
+        notes, notes_reader = anyio.create_memory_object_stream[tuple[NotificationHandler, Params, str]](
+            _NOTIFICATION_QUEUE
+        )
+        self._outbox = outbox
+        self._input_open = self._accepting = True
+        writer_done = anyio.Event()
+        try:
+            async with anyio.create_task_group() as io_group:
+                io_group.start_soon(self._write_loop, writer, outbox_reader, writer_done)
+                async with anyio.create_task_group() as group:
+                    self._task_group = group
+                    group.start_soon(self._notification_loop, notes_reader)
+                    if self._watch_parent:
+                        group.start_soon(self._parent_watch_loop, os.getppid())
+                    with anyio.CancelScope() as self._read_scope:
+                        task_status.started()
+                        if not self._close_requested:
+                            await self._read_loop(reader, notes)
+                    self._end_input()
+                    notes.close()
+                    await self._wait_idle()
+                    self._accepting = False  # handlers cancelled below must not write
+                    group.cancel_scope.cancel()
+                outbox.close()
+                with anyio.move_on_after(self._eof_grace_s):
+                    await writer_done.wait()
+                io_group.cancel_scope.cancel()
+        finally:
+            self._accepting = False
+            self._end_input()
+            for stream in (outbox, outbox_reader, notes, notes_reader):
+                stream.close()
+
+    def _end_input(self) -> None:
+        self._input_open = False
+        pending, self._pending = self._pending, {}
+        for item in pending.values():
+            item.error = ConnectionClosedError("connection closed before an answer arrived")
+            item.event.set()
+
+    async def _wait_idle(self) -> None:
+        if self._active:
+            self._idle = anyio.Event()
+            with anyio.move_on_after(self._eof_grace_s):
+                await self._idle.wait()
+            if self._active:
+                logger.info("shutdown: cancelling %d unfinished request(s) and notification(s)", self._active)
+
+    def _one_done(self) -> None:
+        self._active -= 1
+        if self._active == 0 and self._idle is not None:
+            self._idle.set()
+
+    async def _parent_watch_loop(self, parent: int) -> None:
+        """An orphan guard: a dead parent cannot close our stdin if a grandchild still holds it."""
+        while os.getppid() == parent:  # noqa: ASYNC110 - nothing signals a parent's death portably; poll
+            await anyio.sleep(_PARENT_POLL_S)
+        logger.info("parent process %d is gone; shutting down", parent)
+        self.close()
+
+    # -- writing ---------------------------------------------------------------------------------------------
+
+    async def _send(self, data: bytes) -> None:
+        if not self._accepting or self._outbox is None:
+            raise ConnectionClosedError("connection closed: nothing more can be sent")
+        try:
+            try:
+                self._outbox.send_nowait(data)
+            except anyio.WouldBlock:
+                await self._outbox.send(data)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise ConnectionClosedError("connection closed: nothing more can be sent") from None
+
+    async def _write_loop(
+        self,
+        writer: anyio.abc.ByteSendStream,
+        outbox: MemoryObjectReceiveStream[bytes],
+        done: anyio.Event,
+    ) -> None:
+        """The only writer: joins lines already queued into one write, so bursts cost one syscall."""
+        try:
+            async with outbox:
+                async for first in outbox:
+                    batch, size = [first], len(first)
+                    while size < _MAX_WRITE_BATCH:
+                        try:
+                            line = outbox.receive_nowait()
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                        batch.append(line)
+                        size += len(line)
+                    try:
+                        await writer.send(first if len(batch) == 1 else b"".join(batch))
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                        logger.info("output closed (%s); shutting down", exc or type(exc).__name__)
+                        self._accepting = False
+                        self.close()
+                        return
+        finally:
+            done.set()
+
+    async def _reply_error(self, request_id: RequestId | None, code: int, message: str, data: Any = None) -> None:
+        await self._send(
+            _encode({"jsonrpc": "2.0", "id": request_id, "error": JsonRpcError(code, message, data).to_wire()})
+        )
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    async def _read_loop(
+        self,
+        reader: anyio.abc.ByteReceiveStream,
+        notes: MemoryObjectSendStream[tuple[NotificationHandler, Params, str]],
+    ) -> None:
+        """Split input into lines; a line over the limit is answered once and skipped as it streams in."""
+        limit = self._max_line_bytes
+        buffer = bytearray()
+        discarding = False
+        while True:
+            try:
+                chunk = await reader.receive(_READ_CHUNK)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                break
+            start = 0
+            while True:
+                end = chunk.find(b"\n", start)
+                if end < 0:
+                    if not discarding:
+                        if len(buffer) + len(chunk) - start > limit:
+                            buffer.clear()
+                            discarding = True
+                            await self._line_too_long()
+                        else:
+                            buffer += chunk[start:]
+                    break
+                if discarding:
+                    discarding = False
+                elif len(buffer) + end - start > limit:
+                    buffer.clear()
+                    await self._line_too_long()
+                elif buffer:
+                    buffer += chunk[start:end]
+                    line = bytes(buffer)
+                    buffer.clear()
+                    await self._handle_line(line, notes)
+                else:
+                    await self._handle_line(chunk[start:end], notes)
+                start = end + 1
+        if buffer and not discarding:  # a last line without its newline
+            await self._handle_line(bytes(buffer), notes)
+
+    async def _line_too_long(self) -> None:
+        limit = self._max_line_bytes
+        logger.warning("discarding an input line longer than %d bytes", limit)
+        await self._reply_error(
+            None,
+            INVALID_REQUEST,
+            f"Invalid Request: line exceeds the maximum of {limit} bytes",
+            {"maxLineBytes": limit},
+        )
+
+    async def _handle_line(
+        self, line: bytes, notes: MemoryObjectSendStream[tuple[NotificationHandler, Params, str]]
+    ) -> None:
+        if not line or line.isspace():
+            return
+        try:
+            message = _decoder.decode(line.decode())
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            await self._reply_error(None, PARSE_ERROR, f"Parse error: {_one_line(str(exc))}")
+            return
+        if type(message) is not dict:
+            what = "batches are not supported" if type(message) is list else "a message must be a JSON object"
+            await self._reply_error(None, INVALID_REQUEST, f"Invalid Request: {what}")
+            return
+        request_id = message.get("id")
+        echo = request_id if _valid_id(request_id) else None
+        if "method" not in message and ("result" in message or "error" in message):
+            self._handle_response(message)
+            return
+        if message.get("jsonrpc") != "2.0":
+            await self._reply_error(echo, INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
+            return
+        method = message.get("method")
+        if method is None:
+            await self._reply_error(echo, INVALID_REQUEST, "Invalid Request: no method, result or error")
+            return
+        if type(method) is not str or not method:
+            await self._reply_error(echo, INVALID_REQUEST, "Invalid Request: method must be a non-empty string")
+            return
+        params = message.get("params")
+        if params is not None and type(params) is not dict and type(params) is not list:
+            await self._reply_error(echo, INVALID_REQUEST, "Invalid Request: params must be an object or an array")
+            return
+        if "id" not in message:
+            await self._dispatch_notification(method, params, notes)
+        elif echo is None:
+            await self._reply_error(None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+        elif request_id in self._inbound:
+            await self._reply_error(
+                None,
+                INVALID_REQUEST,
+                "Invalid Request: id is already in use by a request in flight",
+                {"id": request_id},
+            )
+        else:
+            handler = self._methods.get(method)
+            if handler is None:
+                await self._reply_error(request_id, METHOD_NOT_FOUND, f"Method not found: {_one_line(method)}")
+                return
+            scope = self._inbound[request_id] = anyio.CancelScope()  # before the task runs: cancellable at once
+            self._active += 1
+            assert self._task_group is not None
+            self._task_group.start_soon(self._serve, handler, method, params, request_id, scope)
+
+    def _handle_response(self, message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        pending = self._pending.pop(request_id, None) if _valid_id(request_id) else None
+        if pending is None:
+            if request_id is None and "error" in message:
+                logger.warning("the other side could not read one of our messages: %r", message["error"])
+            else:
+                logger.warning("ignoring a response to unknown request id %r", request_id)
+            return
+        if "error" in message:
+            error = message["error"]
+            if isinstance(error, dict) and type(error.get("code")) is int and isinstance(error.get("message"), str):
+                pending.error = JsonRpcError(error["code"], error["message"], error.get("data"))
+            else:
+                pending.error = JsonRpcError(INTERNAL_ERROR, "malformed error response", error)
+        else:
+            pending.result = message["result"]
+        pending.event.set()
+
+    # -- serving ---------------------------------------------------------------------------------------------
+
+    async def _serve(
+        self, handler: RequestHandler, method: str, params: Params, request_id: RequestId, scope: anyio.CancelScope
+    ) -> None:
+        try:
+            with scope:
+                try:
+                    result = await handler(params, RequestContext(self, method, request_id))
+                except Exception as exc:
+                    data = _encode({"jsonrpc": "2.0", "id": request_id, "error": error_to_wire(exc)})
+                else:
+                    try:
+                        data = _encode({"jsonrpc": "2.0", "id": request_id, "result": result})
+                    except (TypeError, ValueError) as exc:  # not JSON, NaN, or a cycle
+                        logger.error("the result of %s is not JSON: %s", method, exc)
+                        error = JsonRpcError(
+                            INTERNAL_ERROR, "Internal error: the result is not JSON", {"message": str(exc)}
+                        )
+                        data = _encode({"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()})
+                if scope.cancel_called or not self._accepting:
+                    return  # cancelled by the other side or at shutdown: no answer, never two
+                try:
+                    await self._send(data)
+                except ConnectionClosedError:
+                    logger.debug("connection closed before the answer to %s (id %r)", method, request_id)
+        finally:
+            del self._inbound[request_id]
+            self._one_done()
+
+    async def _dispatch_notification(
+        self, method: str, params: Params, notes: MemoryObjectSendStream[tuple[NotificationHandler, Params, str]]
+    ) -> None:
+        handler = self._notification_handlers.get(method)
+        if handler is None:
+            logger.debug("ignoring notification %s: no handler", method)
+            return
+        self._active += 1
+        try:
+            try:
+                notes.send_nowait((handler, params, method))
+            except anyio.WouldBlock:
+                await notes.send((handler, params, method))
+        except BaseException:
+            self._one_done()
+            raise
+
+    async def _notification_loop(
+        self, notes: MemoryObjectReceiveStream[tuple[NotificationHandler, Params, str]]
+    ) -> None:
+        async with notes:
+            async for handler, params, method in notes:
+                try:
+                    await handler(params, RequestContext(self, method, None))
+                except Exception:
+                    logger.exception("notification handler for %s failed", method)
+                finally:
+                    self._one_done()

@@ -1,0 +1,311 @@
+"""``AgentRuntime``: the public face of the execution core.
+
+It owns the registries (agents, models, tools, plugins), the store, and the table of active runs (at most one per
+thread). Protocol adapters and the CLI use only this API: ``run`` / ``run_to_completion`` to start or continue a
+run, ``cancel`` to stop one, ``send_decisions`` to answer a live suspended run and ``resume`` to continue a waiting
+run from its durable record (another process, a restart).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from awaken_stdio.contract.agent import AgentSpec
+from awaken_stdio.contract.errors import AgentNotFound, InvalidResume, ThreadAlreadyRunning
+from awaken_stdio.contract.ids import new_id, now_ms
+from awaken_stdio.contract.inference import LlmExecutor
+from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.stores import LoadedThread, RunRecord, Store
+from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.tools import CancelToken, Tool
+from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
+from awaken_stdio.runtime.loop import AgentLoop
+from awaken_stdio.runtime.plugins import Plugin
+from awaken_stdio.runtime.resolve import ResolvedAgent, resolve_agent
+
+__all__ = ["AgentRuntime"]
+
+log = logging.getLogger(__name__)
+Decisions = list[tuple[str, ToolCallResume]]
+
+
+@dataclass(slots=True)
+class _ActiveRun:
+    thread_id: str
+    run_id: str | None = None
+    loop: AgentLoop | None = None
+    send: anyio.abc.ObjectSendStream[Decisions] | None = None
+    cancel: CancelToken | None = None
+    cancel_requested: bool = False
+
+
+class AgentRuntime:
+    """Agents, models, tools and plugins, plus the runs in flight.
+
+    ``models`` maps a model id to an executor, or to ``(executor, upstream_model_name)``. Without a ``store`` the
+    runtime keeps everything in memory.
+    """
+
+    def __init__(
+        self,
+        *,
+        agents: Iterable[AgentSpec] = (),
+        models: Mapping[str, LlmExecutor | tuple[LlmExecutor, str]] | None = None,
+        tools: Iterable[Tool] = (),
+        plugins: Iterable[Plugin] = (),
+        store: Store | None = None,
+        default_agent: str | None = None,
+    ) -> None:
+        if store is None:
+            from awaken_stdio.stores.memory import MemoryStore
+
+            store = MemoryStore()
+        self.store: Store = store
+        self.agents: dict[str, AgentSpec] = {}
+        self.models: dict[str, tuple[LlmExecutor, str]] = {}
+        self.tools: dict[str, Tool] = {}
+        self.plugins: list[Plugin] = []
+        self.default_agent = default_agent
+        self._resolved: dict[str, ResolvedAgent] = {}
+        self._active: dict[str, _ActiveRun] = {}
+        for spec in agents:
+            self.add_agent(spec)
+        for model_id, model in (models or {}).items():
+            if isinstance(model, tuple):
+                self.add_model(model_id, model[0], model[1])
+            else:
+                self.add_model(model_id, model)
+        for tool in tools:
+            self.add_tool(tool)
+        for plugin in plugins:
+            self.add_plugin(plugin)
+
+    # -- registries ---------------------------------------------------------------------------------------------
+
+    def add_agent(self, spec: AgentSpec) -> AgentRuntime:
+        self.agents[spec.id] = spec
+        self._resolved.clear()
+        return self
+
+    def add_model(self, model_id: str, executor: LlmExecutor, model_name: str | None = None) -> AgentRuntime:
+        self.models[model_id] = (executor, model_name or model_id)
+        self._resolved.clear()
+        return self
+
+    def add_tool(self, tool: Tool, *, replace: bool = False) -> AgentRuntime:
+        if tool.name in self.tools and not replace:
+            from awaken_stdio.contract.errors import ToolAlreadyRegistered
+
+            raise ToolAlreadyRegistered(tool.name)
+        self.tools[tool.name] = tool
+        self._resolved.clear()
+        return self
+
+    def remove_tool(self, name: str) -> None:
+        if self.tools.pop(name, None) is not None:
+            self._resolved.clear()
+
+    def add_plugin(self, plugin: Plugin) -> AgentRuntime:
+        self.plugins.append(plugin)
+        self._resolved.clear()
+        return self
+
+    def resolve(self, agent_id: str) -> ResolvedAgent:
+        resolved = self._resolved.get(agent_id)
+        if resolved is None:
+            resolved = self._resolved[agent_id] = resolve_agent(self, agent_id)
+        return resolved
+
+    def default_agent_id(self) -> str:
+        if self.default_agent:
+            return self.default_agent
+        if "default" in self.agents:
+            return "default"
+        if len(self.agents) == 1:
+            return next(iter(self.agents))
+        raise AgentNotFound("default (several agents are defined and none is the default)")
+
+    # -- runs ---------------------------------------------------------------------------------------------------
+
+    def is_running(self, thread_id: str) -> bool:
+        return thread_id in self._active
+
+    def active_run_id(self, thread_id: str) -> str | None:
+        active = self._active.get(thread_id)
+        return active.run_id if active else None
+
+    async def run(self, activation: RunActivation | str, sink: EventSink | None = None) -> AgentRunResult:
+        """Run (or continue) an agent on a thread; events go to ``sink`` as they happen.
+
+        Raises ``ThreadAlreadyRunning`` when the thread has an active run; an inference or storage failure
+        raises after an ``error`` event (there is no ``run_finish`` then).
+        """
+        if isinstance(activation, str):
+            activation = RunActivation([Message.user(activation)])
+        activation.validate()
+        thread_id = activation.thread_id or new_id()
+        if thread_id in self._active:
+            raise ThreadAlreadyRunning(thread_id)
+        active = self._active[thread_id] = _ActiveRun(thread_id)  # claimed before the first await
+        try:
+            loop = await self._prepare(activation, thread_id, sink, active)
+            if active.cancel_requested:
+                loop.cancel.cancel()
+                loop.cancel_scope.cancel()
+            return await loop.run()
+        finally:
+            if active.send is not None:
+                active.send.close()
+            del self._active[thread_id]
+
+    async def run_to_completion(self, activation: RunActivation | str) -> AgentRunResult:
+        return await self.run(activation, None)
+
+    async def _prepare(
+        self, activation: RunActivation, thread_id: str, sink: EventSink | None, active: _ActiveRun
+    ) -> AgentLoop:
+        loaded = await self.store.load_thread(thread_id)
+        history = list(loaded.messages) if loaded else []
+        latest = loaded.latest_run if loaded else None
+        persisted = _persisted_agent(loaded)
+        if persisted not in self.agents:
+            persisted = None
+        agent_id = activation.agent_id or persisted or self.default_agent_id()
+        agent = self.resolve(agent_id)
+        record = await self._run_record(activation, thread_id, agent_id, latest)
+        active.run_id = record.run_id
+        send = receive = None
+        if activation.wait_for_decisions:
+            send, receive = anyio.create_memory_object_stream[Decisions](64)
+        active.send = send
+        active.cancel = CancelToken()
+        loop = AgentLoop(
+            agent=agent,
+            resolve=self.resolve,
+            activation=activation,
+            thread_id=thread_id,
+            record=record,
+            history=history,
+            thread_state=loaded.state if loaded else None,
+            store=self.store,
+            sink=sink,
+            decisions=receive,
+            cancel=active.cancel,
+        )
+        active.loop = loop
+        return loop
+
+    async def _run_record(
+        self, activation: RunActivation, thread_id: str, agent_id: str, latest: RunRecord | None
+    ) -> RunRecord:
+        """Pick the run: an explicit continuation, the thread's waiting run when deciding, else a new one."""
+        if activation.continue_run_id:
+            record = await self.store.load_run(activation.continue_run_id)
+            if record is None or record.thread_id != thread_id:
+                raise InvalidResume(f"run {activation.continue_run_id} does not exist on thread {thread_id}")
+            if record.status == "done":
+                raise InvalidResume(f"run {record.run_id} has already finished ({record.display_status})")
+            return record
+        if latest is not None and latest.status == "waiting":
+            if activation.decisions:
+                return latest
+            if activation.has_visible_user_message:  # its waiting calls are superseded by the new message
+                latest.status = "done"
+                latest.termination = TerminationReason.cancelled()
+                latest.status_reason = "superseded"
+                latest.waiting = None
+                latest.updated_at = now_ms()
+                await self.store.save_run(latest)
+        if activation.run_id:
+            existing = await self.store.load_run(activation.run_id)
+            if existing is not None and existing.status != "created":
+                raise InvalidResume(f"run id {activation.run_id} is already used")
+        return RunRecord(
+            activation.run_id or new_id(),
+            thread_id,
+            agent_id,
+            parent_run_id=activation.parent_run_id,
+            session_id=activation.session_id,
+            origin=activation.origin,
+        )
+
+    async def resume(
+        self, run_id: str, decisions: Decisions, sink: EventSink | None = None, **activation: Any
+    ) -> AgentRunResult:
+        """Continue a waiting run from the store with ``decisions`` (any process, after any restart)."""
+        record = await self.store.load_run(run_id)
+        if record is None:
+            raise InvalidResume(f"run {run_id} not found")
+        if record.status != "waiting":
+            raise InvalidResume(f"run {run_id} is not waiting ({record.display_status})")
+        return await self.run(
+            RunActivation(
+                thread_id=record.thread_id,
+                agent_id=record.agent_id,
+                decisions=decisions,
+                continue_run_id=run_id,
+                session_id=record.session_id,
+                origin=record.origin,
+                **activation,
+            ),
+            sink,
+        )
+
+    async def cancel(self, id: str) -> bool:
+        """Cancel the active run of a thread (by thread id or run id). False when nothing is running."""
+        active = self._active.get(id)
+        if active is None:
+            matches = [a for a in self._active.values() if a.run_id == id]
+            if len(matches) != 1:
+                return False
+            active = matches[0]
+        active.cancel_requested = True
+        if active.loop is not None:
+            active.loop.cancel.cancel()
+            active.loop.cancel_scope.cancel()
+        return True
+
+    async def cancel_and_wait(self, thread_id: str, timeout_s: float = 5.0) -> bool:
+        if not await self.cancel(thread_id):
+            return False
+        with anyio.move_on_after(timeout_s):
+            while thread_id in self._active:
+                await anyio.sleep(0.005)
+        return thread_id not in self._active
+
+    async def send_decisions(self, thread_id: str, decisions: Decisions) -> bool:
+        """Deliver decisions to the live run of ``thread_id``; False when it has no live decision channel."""
+        active = self._active.get(thread_id)
+        if active is None or active.send is None:
+            return False
+        try:
+            active.send.send_nowait(list(decisions))
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
+
+    async def send_decision(self, thread_id: str, target_id: str, decision: ToolCallResume) -> bool:
+        return await self.send_decisions(thread_id, [(target_id, decision)])
+
+    async def aclose(self) -> None:
+        for thread_id in list(self._active):
+            await self.cancel_and_wait(thread_id)
+        await self.store.aclose()
+
+
+def _persisted_agent(loaded: LoadedThread | None) -> str | None:
+    """The agent a thread last ran with: a handoff's choice, else the latest run's."""
+    if loaded is None:
+        return None
+    if loaded.state is not None:
+        agent = loaded.state.extensions.get("agent_handoff.active_agent_id")
+        if isinstance(agent, str) and agent:
+            return agent
+    return loaded.latest_run.agent_id if loaded.latest_run else None
+

@@ -1,0 +1,95 @@
+"""Delegation: another agent offered to the model as the tool ``agent_run_<id>``.
+
+The child runs on a thread of its own (its state is isolated from the parent's) and reports progress through the
+parent's tool call. A child that ends waiting for a decision suspends the parent's call in turn.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.suspension import PendingToolCall, SuspendTicket, Suspension
+from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolResult
+from awaken_stdio.runtime.activation import RunActivation
+
+if TYPE_CHECKING:
+    from awaken_stdio.runtime.agent_runtime import AgentRuntime
+
+__all__ = ["AgentTool", "delegate_tool_name"]
+
+
+def delegate_tool_name(agent_id: str) -> str:
+    return f"agent_run_{agent_id}"
+
+
+class AgentTool(Tool):
+    def __init__(self, runtime: AgentRuntime, agent_id: str, description: str = "") -> None:
+        self.runtime = runtime
+        self.agent_id = agent_id
+        self.descriptor = ToolDescriptor(
+            delegate_tool_name(agent_id),
+            description or f"Delegate a task to the agent '{agent_id}' and get its answer.",
+            {
+                "type": "object",
+                "properties": {"prompt": {"type": "string", "description": "The task for the agent, self-contained."}},
+                "required": ["prompt"],
+            },
+            kind="think",
+            title=f"Delegate to {agent_id}",
+        )
+
+    def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        prompt = args.get("prompt")
+        if not isinstance(prompt, str):
+            raise ToolError("prompt: a string is required", "invalid_arguments")
+        if not prompt.strip():
+            raise ToolError("prompt must not be empty", "invalid_arguments")
+        return args
+
+    async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
+        if ctx.resume_input is not None:  # the child's wait was answered through this call
+            return ToolResult.success(self.name, ctx.resume_input.result)
+        await ctx.report_progress("running", f"delegating to {self.agent_id}")
+        activation = RunActivation(
+            [Message.user(args["prompt"])],
+            agent_id=self.agent_id,
+            parent_run_id=ctx.run_id,
+            origin="delegate",
+            cwd=ctx.cwd,
+            services=dict(ctx.services),
+        )
+        try:
+            child = await self.runtime.run(activation)
+        except Exception as exc:
+            await ctx.report_progress("failed", str(exc))
+            return ToolResult.error(self.name, f"agent '{self.agent_id}' failed: {exc}")
+        data = {
+            "agent_id": self.agent_id,
+            "status": child.status,
+            "response": child.response,
+            "output": child.response,
+            "steps": child.steps,
+        }
+        if child.status == "waiting":
+            await ctx.report_progress("pending", f"{self.agent_id} is waiting for a decision")
+            ticket = SuspendTicket(
+                Suspension(
+                    f"delegate_run:{child.run_id}",
+                    "agent_delegate:suspended",
+                    f"Agent '{self.agent_id}' is waiting for a decision",
+                    data,
+                ),
+                PendingToolCall(ctx.call_id, self.name, args),
+                "use_decision_as_tool_result",
+            )
+            result = ToolResult.suspended(self.name, ticket)
+        elif child.status == "completed":
+            await ctx.report_progress("done", f"{self.agent_id} finished")
+            result = ToolResult.success(self.name, data)
+        else:
+            await ctx.report_progress("cancelled" if child.status == "cancelled" else "failed", child.status)
+            result = ToolResult.error(self.name, f"agent '{self.agent_id}' ended {child.status}", data=data)
+        result.metadata["child_run_id"] = child.run_id
+        return result

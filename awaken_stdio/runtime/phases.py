@@ -1,0 +1,186 @@
+"""The phase engine: runs a phase's hooks on one snapshot and commits what they return.
+
+Hooks of one phase run concurrently and never see each other's writes. When two hooks write the same exclusive
+key, the later hook (registration order) is deferred and re-run alone on the snapshot that includes the earlier
+hook's commit, so its decision is made on current state rather than silently overwritten. Scheduled actions run in
+the phase they belong to, round after round, until none remain (at most 16 rounds).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+
+from awaken_stdio.contract.errors import PhaseRunLoopExceeded, UnknownEffectHandler, UnknownScheduledActionHandler
+from awaken_stdio.contract.state import ScheduledAction, StateCommand
+from awaken_stdio.runtime.plugins import EffectHandler, Phase, PhaseContext, PhaseHook, ScheduledActionHandler
+from awaken_stdio.runtime.state_store import StateStore
+
+__all__ = ["MAX_ACTION_ROUNDS", "PhaseEngine"]
+
+log = logging.getLogger(__name__)
+MAX_ACTION_ROUNDS = 16
+
+
+@dataclass(slots=True)
+class _QueuedAction:
+    id: int
+    action: ScheduledAction
+
+
+@dataclass(slots=True)
+class PhaseEngine:
+    store: StateStore
+    hooks: dict[Phase, list[tuple[str, PhaseHook]]] = field(default_factory=dict)
+    actions: dict[str, tuple[Phase, ScheduledActionHandler]] = field(default_factory=dict)
+    effects: dict[str, EffectHandler] = field(default_factory=dict)
+    hook_filter: frozenset[str] = frozenset()
+    pending: list[_QueuedAction] = field(default_factory=list)
+    failed_actions: list[tuple[ScheduledAction, str]] = field(default_factory=list)
+    effect_failures: int = 0
+    _next_action_id: int = 0
+
+    def hooks_for(self, phase: Phase) -> list[tuple[str, PhaseHook]]:
+        hooks = self.hooks.get(phase, ())
+        if self.hook_filter:
+            return [h for h in hooks if h[0] in self.hook_filter]
+        return list(hooks)
+
+    # -- submitting commands ------------------------------------------------------------------------------------
+
+    def validate(self, cmd: StateCommand) -> None:
+        """Reject actions and effects nobody handles before anything is committed."""
+        for action in cmd.scheduled_actions:
+            if action.name not in self.actions:
+                raise UnknownScheduledActionHandler(action.name)
+        for effect in cmd.effects:
+            if effect.name not in self.effects:
+                raise UnknownEffectHandler(effect.name)
+
+    async def submit(self, cmd: StateCommand) -> int:
+        """Commit the patch, queue its actions, then dispatch its effects with the post-commit snapshot."""
+        self.validate(cmd)
+        revision = self.store.commit(cmd.patch)
+        for action in cmd.scheduled_actions:
+            self._next_action_id += 1
+            self.pending.append(_QueuedAction(self._next_action_id, action))
+        if cmd.effects:
+            snapshot = self.store.snapshot()
+            for effect in cmd.effects:
+                try:
+                    await self.effects[effect.name](effect.payload, snapshot)
+                except Exception:
+                    self.effect_failures += 1
+                    log.exception("effect handler %s failed", effect.name)
+        return revision
+
+    def drop_pending(self) -> None:
+        """The run reached a terminal state: queued actions will never run."""
+        self.pending.clear()
+
+    # -- running phases -----------------------------------------------------------------------------------------
+
+    async def _gather(
+        self, hooks: list[tuple[str, PhaseHook]], make_ctx: Callable[[], PhaseContext]
+    ) -> list[StateCommand]:
+        if len(hooks) == 1:
+            cmd = await hooks[0][1](make_ctx())
+            return [cmd] if cmd is not None else []
+        results: list[StateCommand | None] = [None] * len(hooks)
+        ctx_snapshot = make_ctx()
+
+        async def one(i: int, hook: PhaseHook) -> None:
+            ctx = make_ctx()
+            ctx.snapshot = ctx_snapshot.snapshot
+            results[i] = await hook(ctx)
+
+        async with anyio.create_task_group() as tg:
+            for i, (_, hook) in enumerate(hooks):
+                tg.start_soon(one, i, hook)
+        return [r for r in results if r is not None]
+
+    async def collect_commands(self, phase: Phase, make_ctx: Callable[[], PhaseContext]) -> StateCommand:
+        """Gather the hooks' commands merged strictly: an exclusive overlap is an error here."""
+        hooks = self.hooks_for(phase)
+        if not hooks:
+            return StateCommand()
+        return self.store.merge_all_commands(await self._gather(hooks, make_ctx))
+
+    async def run_phase(self, phase: Phase, make_ctx: Callable[[], PhaseContext]) -> None:
+        """Run the phase's hooks (with the exclusive-conflict fallback), then its scheduled actions."""
+        hooks = self.hooks_for(phase)
+        if hooks:
+            await self._run_hooks(hooks, make_ctx)
+        if self.pending:
+            await self._run_actions(phase, make_ctx)
+
+    async def _run_hooks(self, hooks: list[tuple[str, PhaseHook]], make_ctx: Callable[[], PhaseContext]) -> None:
+        if len(hooks) == 1:
+            cmd = await hooks[0][1](make_ctx())
+            if cmd is not None:
+                await self.submit(cmd)
+            return
+        commands: list[tuple[int, StateCommand]] = []
+        results: list[StateCommand | None] = [None] * len(hooks)
+        snapshot = self.store.snapshot()
+
+        async def one(i: int, hook: PhaseHook) -> None:
+            ctx = make_ctx()
+            ctx.snapshot = snapshot
+            results[i] = await hook(ctx)
+
+        async with anyio.create_task_group() as tg:
+            for i, (_, hook) in enumerate(hooks):
+                tg.start_soon(one, i, hook)
+        commands = [(i, c) for i, c in enumerate(results) if c is not None]
+
+        batch = StateCommand()
+        claimed: set[str] = set()
+        deferred: list[int] = []
+        for i, cmd in commands:
+            exclusive = {k.key for _, k, _ in cmd.patch.ops if self.store.strategy(k.key) == "exclusive"}
+            if exclusive & claimed:
+                deferred.append(i)
+                continue
+            claimed |= exclusive
+            batch.extend(cmd)  # commutative overlaps simply concatenate
+        await self.submit(batch)
+        for i in deferred:  # re-run on the state that includes the earlier writers' commit
+            cmd = await hooks[i][1](make_ctx())
+            if cmd is not None:
+                await self.submit(cmd)
+
+    async def _run_actions(self, phase: Phase, make_ctx: Callable[[], PhaseContext]) -> None:
+        rounds = 0
+        while True:
+            due = [q for q in self.pending if self.actions[q.action.name][0] == phase]
+            if not due:
+                return
+            rounds += 1
+            if rounds > MAX_ACTION_ROUNDS:
+                raise PhaseRunLoopExceeded(phase.value, MAX_ACTION_ROUNDS)
+            due_ids = {q.id for q in due}
+            self.pending = [q for q in self.pending if q.id not in due_ids]
+            for q in sorted(due, key=lambda q: q.id):
+                handler = self.actions[q.action.name][1]
+                try:
+                    cmd = await handler(make_ctx(), q.action.payload)
+                except Exception as exc:
+                    log.exception("scheduled action %s failed", q.action.name)
+                    self.failed_actions.append((q.action, str(exc)))
+                    continue
+                if cmd is not None:
+                    await self.submit(cmd)
+
+
+def index_hooks(hooks: list[tuple[str, Phase, PhaseHook]]) -> dict[Phase, list[tuple[str, PhaseHook]]]:
+    out: dict[Phase, list[tuple[str, PhaseHook]]] = {}
+    for plugin_id, phase, hook in hooks:
+        out.setdefault(phase, []).append((plugin_id, hook))
+    return out
+
+
+__all__ += ["index_hooks"]

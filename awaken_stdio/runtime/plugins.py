@@ -1,0 +1,197 @@
+"""Plugins: how behaviour is added to the loop without touching it.
+
+A :class:`Plugin` registers what it brings through a :class:`PluginRegistrar`: state and profile keys, phase hooks,
+tool-gate hooks, request transforms, tools, scheduled-action and effect handlers. The runtime installs the
+registrations of every plugin an agent uses into that run's state store and phase engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from awaken_stdio.contract.errors import (
+    EffectHandlerAlreadyRegistered,
+    HandlerAlreadyRegistered,
+    KeyAlreadyRegistered,
+    ToolAlreadyRegistered,
+)
+from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.state import MutationBatch, Snapshot, StateCommand, StateKey
+from awaken_stdio.contract.tools import CancelToken, Tool, ToolResult
+
+if TYPE_CHECKING:
+    from awaken_stdio.contract.agent import AgentSpec
+    from awaken_stdio.contract.inference import InferenceRequest, StreamResult
+    from awaken_stdio.contract.profile import ProfileAccess, ProfileKey
+    from awaken_stdio.contract.suspension import SuspendTicket, ToolCallResume
+
+__all__ = [
+    "Block",
+    "EffectHandler",
+    "GateDecision",
+    "Phase",
+    "PhaseContext",
+    "PhaseHook",
+    "Plugin",
+    "PluginRegistrar",
+    "RequestTransform",
+    "ScheduledActionHandler",
+    "SetResult",
+    "Suspend",
+    "ToolGateHook",
+]
+
+
+class Phase(StrEnum):
+    RUN_START = "run_start"
+    STEP_START = "step_start"
+    BEFORE_INFERENCE = "before_inference"
+    AFTER_INFERENCE = "after_inference"
+    TOOL_GATE = "tool_gate"
+    BEFORE_TOOL_EXECUTE = "before_tool_execute"
+    AFTER_TOOL_EXECUTE = "after_tool_execute"
+    STEP_END = "step_end"
+    RUN_END = "run_end"
+
+
+@dataclass(slots=True)
+class PhaseContext:
+    """What a hook sees. Tool fields are set in the tool phases, ``response`` after inference."""
+
+    phase: Phase
+    snapshot: Snapshot
+    thread_id: str
+    run_id: str
+    agent: AgentSpec
+    messages: list[Message]
+    step: int = 0
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    tool_args: dict[str, Any] | None = None
+    tool_result: ToolResult | None = None
+    tool_descriptor: Any = None
+    response: StreamResult | None = None
+    resume_input: ToolCallResume | None = None
+    cwd: str | None = None
+    profile: ProfileAccess | None = None
+    cancel: CancelToken | None = None
+    services: dict[str, Any] = field(default_factory=dict)
+
+    def state(self, key: StateKey[Any, Any]) -> Any:
+        return self.snapshot.get(key)
+
+
+PhaseHook = Callable[[PhaseContext], Awaitable[StateCommand | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Refuse the call; the run ends ``blocked`` with this reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Suspend:
+    """Hold the call until a person decides."""
+
+    ticket: SuspendTicket
+
+
+@dataclass(frozen=True, slots=True)
+class SetResult:
+    """Answer the call without running the tool."""
+
+    result: ToolResult
+
+
+GateDecision = Block | Suspend | SetResult
+ToolGateHook = Callable[[PhaseContext], Awaitable[GateDecision | None]]
+RequestTransform = Callable[["InferenceRequest"], "InferenceRequest"]
+ScheduledActionHandler = Callable[[PhaseContext, Any], Awaitable[StateCommand | None]]
+EffectHandler = Callable[[Any, Snapshot], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class PluginRegistrar:
+    """Collects a plugin's registrations; duplicates are errors, never silent overrides."""
+
+    plugin_id: str = ""
+    keys: list[StateKey[Any, Any]] = field(default_factory=list)
+    profile_keys: list[ProfileKey[Any]] = field(default_factory=list)
+    hooks: list[tuple[str, Phase, PhaseHook]] = field(default_factory=list)
+    gates: list[tuple[str, ToolGateHook]] = field(default_factory=list)
+    transforms: list[tuple[str, RequestTransform]] = field(default_factory=list)
+    tools: dict[str, Tool] = field(default_factory=dict)
+    actions: dict[str, tuple[Phase, ScheduledActionHandler]] = field(default_factory=dict)
+    effects: dict[str, EffectHandler] = field(default_factory=dict)
+    key_owner: dict[str, str] = field(default_factory=dict)
+
+    def register_key(self, key: StateKey[Any, Any]) -> None:
+        if any(k.key == key.key for k in self.keys):
+            raise KeyAlreadyRegistered(key.key)
+        self.keys.append(key)
+        self.key_owner[key.key] = self.plugin_id
+
+    def register_profile_key(self, key: ProfileKey[Any]) -> None:
+        if any(k.namespace == key.namespace for k in self.profile_keys):
+            raise KeyAlreadyRegistered(key.namespace)
+        self.profile_keys.append(key)
+
+    def phase_hook(self, phase: Phase, hook: PhaseHook) -> None:
+        self.hooks.append((self.plugin_id, Phase(phase), hook))
+
+    def tool_gate(self, hook: ToolGateHook) -> None:
+        self.gates.append((self.plugin_id, hook))
+
+    def request_transform(self, transform: RequestTransform) -> None:
+        self.transforms.append((self.plugin_id, transform))
+
+    def register_tool(self, tool: Tool) -> None:
+        if tool.name in self.tools:
+            raise ToolAlreadyRegistered(tool.name)
+        self.tools[tool.name] = tool
+
+    def scheduled_action(self, name: str, phase: Phase, handler: ScheduledActionHandler) -> None:
+        if name in self.actions:
+            raise HandlerAlreadyRegistered(name)
+        self.actions[name] = (Phase(phase), handler)
+
+    def effect(self, name: str, handler: EffectHandler) -> None:
+        if name in self.effects:
+            raise EffectHandlerAlreadyRegistered(name)
+        self.effects[name] = handler
+
+    def install(self, plugin: Plugin) -> None:
+        """Add ``plugin``'s registrations to this registrar (which may already hold other plugins')."""
+        self.plugin_id, previous = plugin.name, self.plugin_id
+        try:
+            plugin.register(self)
+        finally:
+            self.plugin_id = previous
+
+
+class Plugin:
+    """Extend the runtime: override :meth:`register`, and optionally the activation hooks.
+
+    ``on_activate`` seeds state when an agent using the plugin becomes active (a run starts or a handoff switches
+    to it); ``on_deactivate`` cleans up when a handoff switches away.
+    """
+
+    name: str = "plugin"
+
+    def register(self, registrar: PluginRegistrar) -> None:
+        """Add keys, hooks, tools and handlers."""
+
+    def on_activate(self, agent: AgentSpec, batch: MutationBatch) -> None:
+        """Seed state for ``agent``."""
+
+    def on_deactivate(self, batch: MutationBatch) -> None:
+        """Clean up state when the agent is switched away from."""
+
+    def config_schema(self) -> dict[str, Any] | None:
+        """JSON Schema of this plugin's section in an agent definition (``AgentSpec.sections[name]``)."""
+        return None

@@ -1,0 +1,80 @@
+"""Resolving an agent id into everything a run needs: spec, model executor, tools and plugin registrations."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from awaken_stdio.contract.agent import AgentSpec
+from awaken_stdio.contract.errors import AgentNotFound, ConfigError, ToolAlreadyRegistered
+from awaken_stdio.contract.inference import LlmExecutor
+from awaken_stdio.contract.tools import Tool
+from awaken_stdio.runtime.phases import index_hooks
+from awaken_stdio.runtime.plugins import Phase, PhaseHook, Plugin, PluginRegistrar
+
+if TYPE_CHECKING:
+    from awaken_stdio.runtime.agent_runtime import AgentRuntime
+
+__all__ = ["ResolvedAgent", "matches_any", "resolve_agent"]
+
+
+def matches_any(name: str, patterns: list[str]) -> bool:
+    return any(p == name or fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+@dataclass(slots=True)
+class ResolvedAgent:
+    spec: AgentSpec
+    model_name: str
+    executor: LlmExecutor
+    tools: dict[str, Tool]
+    plugins: list[Plugin]
+    registrar: PluginRegistrar
+    hooks: dict[Phase, list[tuple[str, PhaseHook]]] = field(default_factory=dict)
+    tool_json: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+def resolve_agent(runtime: AgentRuntime, agent_id: str) -> ResolvedAgent:
+    spec = runtime.agents.get(agent_id)
+    if spec is None:
+        raise AgentNotFound(agent_id)
+    model = runtime.models.get(spec.model)
+    if model is None:
+        raise ConfigError(f"agent {agent_id!r} uses model {spec.model!r}, which is not defined")
+    executor, model_name = model
+
+    registrar = PluginRegistrar()
+    plugins = list(runtime.plugins)
+    for plugin in plugins:
+        registrar.install(plugin)
+
+    tools: dict[str, Tool] = {}
+    patterns = spec.tools or []
+    for name, tool in runtime.tools.items():
+        if matches_any(name, patterns) and not matches_any(name, spec.excluded_tools):
+            tools[name] = tool
+    for name, tool in registrar.tools.items():
+        if name in tools:
+            raise ToolAlreadyRegistered(name)
+        tools[name] = tool
+    if spec.delegates:
+        from awaken_stdio.runtime.delegation import AgentTool
+
+        for delegate in spec.delegates:
+            if delegate not in runtime.agents:
+                raise ConfigError(f"agent {agent_id!r} delegates to {delegate!r}, which is not defined")
+            tool = AgentTool(runtime, delegate, runtime.agents[delegate].description)
+            tools[tool.name] = tool
+    resolved = ResolvedAgent(spec, model_name, executor, tools, plugins, registrar, index_hooks(registrar.hooks))
+    resolved.tool_json = [_tool_json(t) for t in tools.values()]
+    return resolved
+
+
+def _tool_json(tool: Tool) -> dict[str, Any]:
+    d = tool.descriptor
+    return {"name": d.name, "description": d.description, "input_schema": d.parameters}

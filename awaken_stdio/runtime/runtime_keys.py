@@ -1,0 +1,199 @@
+"""State keys the runtime owns: the run lifecycle and the per-call tool states.
+
+``__runtime.tool_call_states`` is thread-scoped and persistent on purpose: it is how a suspended call (its
+arguments, ticket and resume mode) survives the end of a run and a restart of the process, so a later activation
+carrying a decision can resume it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Any
+
+from awaken_stdio.contract.ids import now_ms
+from awaken_stdio.contract.lifecycle import (
+    RunStatus,
+    ToolCallStatus,
+    run_transition_allowed,
+    tool_call_transition_allowed,
+)
+from awaken_stdio.contract.state import StateKey
+from awaken_stdio.contract.suspension import ResumeMode, SuspendTicket, ToolCallResume
+
+__all__ = [
+    "RUN_LIFECYCLE",
+    "TOOL_CALL_STATES",
+    "LifecycleUpdate",
+    "RunLifecycle",
+    "ToolCallState",
+    "ToolCallStatesUpdate",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RunLifecycle:
+    run_id: str = ""
+    status: RunStatus = "created"
+    status_reason: str | None = None
+    updated_at: int = 0
+    step_count: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "status_reason": self.status_reason,
+            "updated_at": self.updated_at,
+            "step_count": self.step_count,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> RunLifecycle:
+        return RunLifecycle(
+            d["run_id"], d["status"], d.get("status_reason"), int(d.get("updated_at", 0)), int(d.get("step_count", 0))
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleUpdate:
+    """``start`` | ``step_completed`` | ``set_waiting`` | ``set_running`` | ``done``."""
+
+    op: str
+    run_id: str = ""
+    reason: str | None = None
+
+    @staticmethod
+    def start(run_id: str) -> LifecycleUpdate:
+        return LifecycleUpdate("start", run_id)
+
+    @staticmethod
+    def step_completed() -> LifecycleUpdate:
+        return _STEP_COMPLETED
+
+    @staticmethod
+    def set_waiting(reason: str) -> LifecycleUpdate:
+        return LifecycleUpdate("set_waiting", reason=reason)
+
+    @staticmethod
+    def set_running() -> LifecycleUpdate:
+        return _SET_RUNNING
+
+    @staticmethod
+    def done(reason: str | None) -> LifecycleUpdate:
+        return LifecycleUpdate("done", reason=reason)
+
+
+_STEP_COMPLETED = LifecycleUpdate("step_completed")
+_SET_RUNNING = LifecycleUpdate("set_running")
+
+
+def _apply_lifecycle(value: RunLifecycle, u: LifecycleUpdate) -> RunLifecycle:
+    now = now_ms()
+    match u.op:
+        case "start":
+            return RunLifecycle(u.run_id, "running", None, now, 0)
+        case "step_completed":
+            return replace(value, step_count=value.step_count + 1, updated_at=now)
+    target: RunStatus = {"set_waiting": "waiting", "set_running": "running", "done": "done"}[u.op]  # type: ignore[assignment]
+    if not run_transition_allowed(value.status, target):
+        log.warning("ignoring illegal run lifecycle transition %s -> %s (run %s)", value.status, target, value.run_id)
+        return value
+    return replace(value, status=target, status_reason=u.reason, updated_at=now)
+
+
+RUN_LIFECYCLE: StateKey[RunLifecycle, LifecycleUpdate] = StateKey(
+    "__runtime.run_lifecycle",
+    default=RunLifecycle,
+    apply=_apply_lifecycle,
+    scope="run",
+    encode=RunLifecycle.to_json,
+    decode=RunLifecycle.from_json,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallState:
+    call_id: str
+    tool_name: str
+    arguments: Any
+    status: ToolCallStatus = "new"
+    updated_at: int = 0
+    resume_mode: ResumeMode = "replay_tool_call"
+    suspension_id: str | None = None
+    suspension_reason: str | None = None
+    ticket: SuspendTicket | None = None
+    resume_input: ToolCallResume | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "tool_name": self.tool_name,
+            "arguments": self.arguments,
+            "status": self.status,
+            "updated_at": self.updated_at,
+            "resume_mode": self.resume_mode,
+            "suspension_id": self.suspension_id,
+            "suspension_reason": self.suspension_reason,
+            "ticket": self.ticket.to_json() if self.ticket else None,
+            "resume_input": self.resume_input.to_json() if self.resume_input else None,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> ToolCallState:
+        return ToolCallState(
+            d["call_id"],
+            d["tool_name"],
+            d.get("arguments"),
+            d.get("status", "new"),
+            int(d.get("updated_at", 0)),
+            d.get("resume_mode", "replay_tool_call"),
+            d.get("suspension_id"),
+            d.get("suspension_reason"),
+            SuspendTicket.from_json(d["ticket"]) if d.get("ticket") else None,
+            ToolCallResume.from_json(d["resume_input"]) if d.get("resume_input") else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStatesUpdate:
+    """``put`` one call's state (illegal transitions are ignored) or ``clear`` the map."""
+
+    state: ToolCallState | None = None
+
+    @staticmethod
+    def put(state: ToolCallState) -> ToolCallStatesUpdate:
+        return ToolCallStatesUpdate(state)
+
+    @staticmethod
+    def clear() -> ToolCallStatesUpdate:
+        return _CLEAR_STATES
+
+
+_CLEAR_STATES = ToolCallStatesUpdate(None)
+
+
+def _apply_tool_states(value: dict[str, ToolCallState], u: ToolCallStatesUpdate) -> dict[str, ToolCallState]:
+    new = u.state
+    if new is None:
+        return {}
+    old = value.get(new.call_id)
+    if old is not None and not tool_call_transition_allowed(old.status, new.status):
+        log.warning("ignoring illegal tool call transition %s -> %s (call %s)", old.status, new.status, new.call_id)
+        return value
+    out = dict(value)
+    out[new.call_id] = new
+    return out
+
+
+TOOL_CALL_STATES: StateKey[dict[str, ToolCallState], ToolCallStatesUpdate] = StateKey(
+    "__runtime.tool_call_states",
+    default=dict,
+    apply=_apply_tool_states,
+    merge="commutative",
+    scope="thread",
+    encode=lambda v: {k: s.to_json() for k, s in v.items()},
+    decode=lambda d: {k: ToolCallState.from_json(s) for k, s in (d or {}).items()},
+)

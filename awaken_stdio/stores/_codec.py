@@ -1,0 +1,221 @@
+"""What every backend shares: the JSON form of records, defensive copies, opaque cursors and in-memory paging.
+
+SQL backends store records as JSON text next to the columns they index; the file backend stores the same JSON in
+files; the memory backend keeps objects and copies them at the boundary. Keeping the encoders here is what makes
+the four backends agree on every field.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from awaken_stdio.contract.errors import VersionConflict
+from awaken_stdio.contract.stores import (
+    Checkpoint,
+    Page,
+    PermissionGrant,
+    RunRecord,
+    SessionRecord,
+    ThreadRecord,
+)
+from awaken_stdio.contract.state import PersistedState
+
+__all__ = [
+    "FIRST_PAGE_KEY",
+    "SortKey",
+    "check_count",
+    "check_limit",
+    "check_run_thread",
+    "copy_grant",
+    "copy_run",
+    "copy_session",
+    "copy_state",
+    "copy_thread",
+    "decode_cursor",
+    "dumps",
+    "encode_cursor",
+    "grant_from_json",
+    "grant_to_json",
+    "loads",
+    "page_from_rows",
+    "page_newest_first",
+    "session_from_json",
+    "session_to_json",
+    "thread_from_json",
+    "thread_to_json",
+]
+
+T = TypeVar("T")
+SortKey = tuple[int, str]
+# Larger than any millisecond timestamp: "start before everything" without a NULL branch in the SQL.
+FIRST_PAGE_KEY: SortKey = (1 << 62, "")
+
+_encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+loads = json.loads
+
+
+def dumps(value: Any) -> str:
+    """Compact, ASCII-only JSON: safe for every driver and file system, and NaN is refused, not written."""
+    return _encoder.encode(value)
+
+
+# -- records without their own JSON form ---------------------------------------------------------------------
+
+
+def thread_to_json(t: ThreadRecord) -> dict[str, Any]:
+    return {
+        "thread_id": t.thread_id,
+        "title": t.title,
+        "agent_id": t.agent_id,
+        "parent_thread_id": t.parent_thread_id,
+        "message_count": t.message_count,
+        "metadata": t.metadata,
+        "created_at": t.created_at,
+        "updated_at": t.updated_at,
+    }
+
+
+def thread_from_json(d: dict[str, Any]) -> ThreadRecord:
+    return ThreadRecord(
+        d["thread_id"], d.get("title"), d.get("agent_id"), d.get("parent_thread_id"), int(d.get("message_count", 0)),
+        dict(d.get("metadata") or {}), int(d.get("created_at", 0)), int(d.get("updated_at", 0)),
+    )
+
+
+def session_to_json(s: SessionRecord) -> dict[str, Any]:
+    return {
+        "session_id": s.session_id,
+        "thread_id": s.thread_id,
+        "cwd": s.cwd,
+        "agent_id": s.agent_id,
+        "title": s.title,
+        "mode": s.mode,
+        "model": s.model,
+        "additional_directories": s.additional_directories,
+        "mcp_servers": s.mcp_servers,
+        "origin": s.origin,
+        "created_at": s.created_at,
+        "updated_at": s.updated_at,
+    }
+
+
+def session_from_json(d: dict[str, Any]) -> SessionRecord:
+    return SessionRecord(
+        d["session_id"], d["thread_id"], d["cwd"], d.get("agent_id"), d.get("title"), d.get("mode"), d.get("model"),
+        list(d.get("additional_directories") or []), list(d.get("mcp_servers") or []), d.get("origin", "acp"),
+        int(d.get("created_at", 0)), int(d.get("updated_at", 0)),
+    )
+
+
+def grant_to_json(g: PermissionGrant) -> dict[str, Any]:
+    return {
+        "grant_id": g.grant_id,
+        "workspace": g.workspace,
+        "tool": g.tool,
+        "behavior": g.behavior,
+        "pattern": g.pattern,
+        "created_at": g.created_at,
+        "expires_at": g.expires_at,
+    }
+
+
+def grant_from_json(d: dict[str, Any]) -> PermissionGrant:
+    return PermissionGrant(
+        d["grant_id"], d["workspace"], d["tool"], d["behavior"], d.get("pattern"), int(d.get("created_at", 0)),
+        None if d.get("expires_at") is None else int(d["expires_at"]),
+    )
+
+
+# -- defensive copies (memory backend): callers must not be able to edit what is stored ----------------------
+
+
+def copy_state(s: PersistedState) -> PersistedState:
+    """State values are immutable by contract (``StateKey.apply`` returns new values), so a shallow copy of the
+    extension map is enough to keep a caller's later ``extensions[k] = ...`` out of the store."""
+    return PersistedState(s.revision, dict(s.extensions))
+
+
+def copy_run(r: RunRecord) -> RunRecord:
+    return replace(
+        r, input_message_ids=list(r.input_message_ids), state=copy_state(r.state) if r.state is not None else None
+    )
+
+
+def copy_thread(t: ThreadRecord) -> ThreadRecord:
+    return replace(t, metadata=dict(t.metadata))
+
+
+def copy_session(s: SessionRecord) -> SessionRecord:
+    return replace(
+        s, additional_directories=list(s.additional_directories), mcp_servers=[dict(m) for m in s.mcp_servers]
+    )
+
+
+def copy_grant(g: PermissionGrant) -> PermissionGrant:
+    return replace(g)
+
+
+# -- checkpoints -----------------------------------------------------------------------------------------------
+
+
+def check_run_thread(cp: Checkpoint) -> None:
+    """A checkpoint's run must belong to its thread (checked before any I/O)."""
+    if cp.run.thread_id != cp.thread_id:
+        raise ValueError(f"checkpoint for thread {cp.thread_id} carries run {cp.run.run_id} of thread {cp.run.thread_id}")
+
+
+def check_count(cp: Checkpoint, actual_count: int) -> None:
+    """The version guard: the thread must hold exactly the messages the writer saw."""
+    if actual_count != cp.expected_message_count:
+        raise VersionConflict(f"messages of thread {cp.thread_id}", cp.expected_message_count, actual_count)
+
+
+# -- paging ----------------------------------------------------------------------------------------------------
+
+
+def encode_cursor(kind: str, key: SortKey) -> str:
+    """Opaque to callers: URL-safe base64 of ``[kind, updated_at, id]``, the last item's sort key."""
+    return base64.urlsafe_b64encode(dumps([kind, key[0], key[1]]).encode()).decode().rstrip("=")
+
+
+def decode_cursor(kind: str, cursor: str | None) -> SortKey:
+    """The key to continue after; ``FIRST_PAGE_KEY`` for no cursor. A cursor from another listing is refused."""
+    if cursor is None:
+        return FIRST_PAGE_KEY
+    try:
+        data = loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if isinstance(data, list) and len(data) == 3 and data[0] == kind:
+            _, ts, ident = data
+            if isinstance(ts, int) and isinstance(ident, str):
+                return ts, ident
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        pass
+    raise ValueError(f"invalid {kind} cursor: {cursor!r} (pass back a next_cursor this listing returned)")
+
+
+def check_limit(limit: int) -> None:
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+
+
+def page_newest_first(
+    items: Iterable[T], key: Callable[[T], SortKey], kind: str, limit: int, cursor: str | None
+) -> Page[T]:
+    """Newest first by ``key``; the in-memory twin of the SQL keyset queries."""
+    check_limit(limit)
+    after = decode_cursor(kind, cursor)
+    ordered = sorted((i for i in items if key(i) < after), key=key, reverse=True)
+    return page_from_rows(ordered[: limit + 1], key, kind, limit)
+
+
+def page_from_rows(rows: list[T], key: Callable[[T], SortKey], kind: str, limit: int) -> Page[T]:
+    """``rows`` holds up to ``limit + 1`` items: the extra one only says whether there is a next page."""
+    if len(rows) <= limit:
+        return Page(rows)
+    items = rows[:limit]
+    return Page(items, encode_cursor(kind, key(items[-1])))

@@ -1,0 +1,333 @@
+"""The store logic both SQL backends share, written once against a four-method transaction seam.
+
+A backend (``sqlite.py``, ``postgres.py``) supplies its dialect's statements as a :class:`Queries` (one named block
+per statement, the same parameter order in both), a :class:`Tx` adapter over its driver, and ``_read``/``_write``,
+which own transactions, retries and the translation of driver errors. Everything else (what a checkpoint does,
+how pages are cut, how rows become records) lives here, so the two backends cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from awaken_stdio.contract.errors import VersionConflict
+from awaken_stdio.contract.ids import now_ms
+from awaken_stdio.contract.lifecycle import RunStatus
+from awaken_stdio.contract.messages import Message, message_from_json, message_to_json
+from awaken_stdio.contract.profile import ProfileEntry
+from awaken_stdio.contract.state import PersistedState
+from awaken_stdio.contract.stores import (
+    Checkpoint,
+    LoadedThread,
+    Page,
+    PermissionGrant,
+    RunRecord,
+    SessionRecord,
+    Store,
+    ThreadRecord,
+)
+from awaken_stdio.stores._base import BaseStore
+from awaken_stdio.stores._codec import (
+    check_count,
+    check_limit,
+    check_run_thread,
+    decode_cursor,
+    dumps,
+    grant_from_json,
+    grant_to_json,
+    loads,
+    page_from_rows,
+    session_from_json,
+    session_to_json,
+)
+
+__all__ = ["Queries", "SqlStore", "Tx"]
+
+T = TypeVar("T")
+_END = 1 << 62  # past the last message sequence number
+
+
+class Tx(Protocol):
+    """One open transaction (or, for single-statement reads, one connection)."""
+
+    async def fetchone(self, sql: str, *args: Any) -> Sequence[Any] | None: ...
+
+    async def fetchall(self, sql: str, *args: Any) -> list[Sequence[Any]]: ...
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        """Run a statement; the number of rows it changed."""
+        ...
+
+    async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Queries:
+    """Every statement the SQL backends run, by name. Parameters are listed in each block's comment."""
+
+    # -- schema bookkeeping (migrations.py) --
+    list_tables: str  # -> (name)
+    create_meta: str
+    meta_all: str  # -> (key, value)
+    meta_set: str  # key, value
+    # -- threads --
+    thread_bump: str  # added, updated_at, state|NULL, thread_id, expected_count
+    thread_insert: str  # thread_id, agent_id, message_count, state|NULL, now   (no-op if present)
+    thread_ensure: str  # thread_id, agent_id, now                             (no-op if present)
+    thread_count: str  # thread_id -> (message_count)
+    thread_get: str  # thread_id -> thread columns (see _thread)
+    thread_save: str  # thread_id, title, agent_id, parent_thread_id, metadata, created_at, updated_at
+    thread_state_get: str  # thread_id -> (state)
+    thread_state_set: str  # state, thread_id
+    threads_list: str  # after_updated_at, after_id, limit -> thread columns
+    thread_delete: str  # thread_id (messages and runs cascade)
+    # -- messages --
+    messages_insert: str  # thread_id, seq, message_id, run_id, body
+    messages_range: str  # thread_id, first_seq, end_seq -> (body)
+    # -- runs --
+    run_upsert: str  # run_id, thread_id, status, created_at, updated_at, body
+    run_get: str  # run_id -> (body)
+    run_latest: str  # thread_id -> (body)
+    runs_list: str  # statuses|NULL, after_updated_at, after_id, limit -> (body)
+    runs_list_thread: str  # thread_id, statuses|NULL, after_updated_at, after_id, limit -> (body)
+    # -- profiles --
+    profile_get: str  # owner, key -> (value, updated_at)
+    profile_set: str  # owner, key, value, updated_at
+    profile_delete: str  # owner, key
+    profile_list: str  # owner -> (key, value, updated_at)
+    profile_clear: str  # owner
+    # -- sessions --
+    session_upsert: str  # session_id, thread_id, cwd, updated_at, body
+    session_get: str  # session_id -> (body)
+    sessions_list: str  # after_updated_at, after_id, limit -> (body)
+    sessions_list_cwd: str  # cwd, after_updated_at, after_id, limit -> (body)
+    session_delete: str  # session_id
+    # -- permission grants --
+    grant_upsert: str  # grant_id, workspace, created_at, expires_at, body
+    grants_list: str  # workspace, now -> (body)
+    grant_delete: str  # grant_id
+
+
+_THREAD_COLUMNS = "thread_id, title, agent_id, parent_thread_id, message_count, metadata, created_at, updated_at"
+
+
+def _thread(row: Sequence[Any]) -> ThreadRecord:
+    return ThreadRecord(row[0], row[1], row[2], row[3], row[4], loads(row[5]), row[6], row[7])
+
+
+def _run(row: Sequence[Any]) -> RunRecord:
+    return RunRecord.from_json(loads(row[0]))
+
+
+def _run_row(run: RunRecord) -> tuple[Any, ...]:
+    return run.run_id, run.thread_id, run.status, run.created_at, run.updated_at, dumps(run.to_json())
+
+
+def _state(text: str | None) -> PersistedState | None:
+    return PersistedState.from_json(loads(text)) if text is not None else None
+
+
+class SqlStore(BaseStore, Store):
+    """The shared half of the SQLite and PostgreSQL stores."""
+
+    q: Queries
+
+    async def _write(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run ``fn`` in one write transaction, retried as a whole on transient contention."""
+        raise NotImplementedError
+
+    async def _read(self, fn: Callable[[Tx], Awaitable[T]], *, snapshot: bool = False) -> T:
+        """Run ``fn`` on a reader; ``snapshot`` makes its statements see one consistent state."""
+        raise NotImplementedError
+
+    def _list_param(self, values: list[str] | None) -> Any:
+        """A list as one statement parameter (a JSON array for SQLite, an array for PostgreSQL)."""
+        raise NotImplementedError
+
+    async def _fetchone(self, sql: str, *args: Any) -> Sequence[Any] | None:
+        return await self._read(lambda tx: tx.fetchone(sql, *args))
+
+    async def _fetchall(self, sql: str, *args: Any) -> list[Sequence[Any]]:
+        return await self._read(lambda tx: tx.fetchall(sql, *args))
+
+    async def _execute(self, sql: str, *args: Any) -> None:
+        await self._write(lambda tx: tx.execute(sql, *args))
+
+    # -- threads ---------------------------------------------------------------------------------------------
+
+    async def load_thread(self, thread_id: str) -> LoadedThread | None:
+        q = self.q
+
+        async def load(tx: Tx) -> LoadedThread | None:
+            row = await tx.fetchone(q.thread_get, thread_id)
+            if row is None:
+                return None
+            messages = await tx.fetchall(q.messages_range, thread_id, 0, _END)
+            latest = await tx.fetchone(q.run_latest, thread_id)
+            return LoadedThread(
+                _thread(row),
+                [message_from_json(loads(m[0])) for m in messages],
+                _state(row[8]),
+                _run(latest) if latest is not None else None,
+            )
+
+        return await self._read(load, snapshot=True)
+
+    async def load_messages(self, thread_id: str, *, offset: int = 0, limit: int | None = None) -> list[Message]:
+        end = _END if limit is None else offset + limit
+        rows = await self._fetchall(self.q.messages_range, thread_id, offset, end)
+        return [message_from_json(loads(r[0])) for r in rows]
+
+    async def checkpoint(self, cp: Checkpoint) -> None:
+        check_run_thread(cp)
+        q = self.q
+        # Encode before the transaction: the write lock is held only for the statements.
+        added = len(cp.messages)
+        state = dumps(cp.thread_state.to_json()) if cp.thread_state is not None else None
+        run_row = _run_row(cp.run)
+        first = cp.expected_message_count
+
+        async def write(tx: Tx) -> None:
+            now = now_ms()
+            if not await tx.execute(q.thread_bump, added, now, state, cp.thread_id, first):
+                row = await tx.fetchone(q.thread_count, cp.thread_id)
+                check_count(cp, row[0] if row is not None else 0)
+                if not await tx.execute(q.thread_insert, cp.thread_id, cp.run.agent_id, added, state, now):
+                    raise VersionConflict(f"messages of thread {cp.thread_id}", first, "created concurrently")
+            if cp.messages:
+                rows = [
+                    (cp.thread_id, first + i, m.id, m.run_id, dumps(message_to_json(m)))
+                    for i, m in enumerate(cp.messages)
+                ]
+                await tx.executemany(q.messages_insert, rows)
+            await tx.execute(q.run_upsert, *run_row)
+
+        await self._write(write)
+
+    async def save_thread(self, thread: ThreadRecord) -> None:
+        await self._execute(
+            self.q.thread_save,
+            thread.thread_id,
+            thread.title,
+            thread.agent_id,
+            thread.parent_thread_id,
+            dumps(thread.metadata),
+            thread.created_at,
+            thread.updated_at,
+        )
+
+    async def load_thread_state(self, thread_id: str) -> PersistedState | None:
+        row = await self._fetchone(self.q.thread_state_get, thread_id)
+        return _state(row[0]) if row is not None else None
+
+    async def save_thread_state(self, thread_id: str, state: PersistedState) -> None:
+        q, text = self.q, dumps(state.to_json())
+
+        async def write(tx: Tx) -> None:
+            await tx.execute(q.thread_ensure, thread_id, None, now_ms())
+            await tx.execute(q.thread_state_set, text, thread_id)
+
+        await self._write(write)
+
+    async def list_threads(self, *, limit: int = 100, cursor: str | None = None) -> Page[ThreadRecord]:
+        check_limit(limit)
+        after = decode_cursor("threads", cursor)
+        rows = await self._fetchall(self.q.threads_list, after[0], after[1], limit + 1)
+        return page_from_rows([_thread(r) for r in rows], lambda t: (t.updated_at, t.thread_id), "threads", limit)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await self._execute(self.q.thread_delete, thread_id)
+
+    # -- runs ------------------------------------------------------------------------------------------------
+
+    async def load_run(self, run_id: str) -> RunRecord | None:
+        row = await self._fetchone(self.q.run_get, run_id)
+        return _run(row) if row is not None else None
+
+    async def save_run(self, run: RunRecord) -> None:
+        q, row = self.q, _run_row(run)
+
+        async def write(tx: Tx) -> None:
+            await tx.execute(q.thread_ensure, run.thread_id, run.agent_id, now_ms())
+            await tx.execute(q.run_upsert, *row)
+
+        await self._write(write)
+
+    async def latest_run(self, thread_id: str) -> RunRecord | None:
+        row = await self._fetchone(self.q.run_latest, thread_id)
+        return _run(row) if row is not None else None
+
+    async def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        statuses: list[RunStatus] | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[RunRecord]:
+        check_limit(limit)
+        after = decode_cursor("runs", cursor)
+        wanted = self._list_param(list(statuses) if statuses is not None else None)
+        if thread_id is None:
+            rows = await self._fetchall(self.q.runs_list, wanted, after[0], after[1], limit + 1)
+        else:
+            rows = await self._fetchall(self.q.runs_list_thread, thread_id, wanted, after[0], after[1], limit + 1)
+        return page_from_rows([_run(r) for r in rows], lambda r: (r.updated_at, r.run_id), "runs", limit)
+
+    # -- profiles --------------------------------------------------------------------------------------------
+
+    async def get_profile(self, owner: str, key: str) -> ProfileEntry | None:
+        row = await self._fetchone(self.q.profile_get, owner, key)
+        return ProfileEntry(key, loads(row[0]), row[1]) if row is not None else None
+
+    async def set_profile(self, owner: str, key: str, value: Any) -> None:
+        await self._execute(self.q.profile_set, owner, key, dumps(value), now_ms())
+
+    async def delete_profile(self, owner: str, key: str) -> None:
+        await self._execute(self.q.profile_delete, owner, key)
+
+    async def list_profile(self, owner: str) -> list[ProfileEntry]:
+        return [ProfileEntry(r[0], loads(r[1]), r[2]) for r in await self._fetchall(self.q.profile_list, owner)]
+
+    async def clear_profile_owner(self, owner: str) -> None:
+        await self._execute(self.q.profile_clear, owner)
+
+    # -- sessions --------------------------------------------------------------------------------------------
+
+    async def save_session(self, session: SessionRecord) -> None:
+        s = session
+        await self._execute(self.q.session_upsert, s.session_id, s.thread_id, s.cwd, s.updated_at, dumps(session_to_json(s)))
+
+    async def load_session(self, session_id: str) -> SessionRecord | None:
+        row = await self._fetchone(self.q.session_get, session_id)
+        return session_from_json(loads(row[0])) if row is not None else None
+
+    async def list_sessions(
+        self, *, cwd: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page[SessionRecord]:
+        check_limit(limit)
+        after = decode_cursor("sessions", cursor)
+        if cwd is None:
+            rows = await self._fetchall(self.q.sessions_list, after[0], after[1], limit + 1)
+        else:
+            rows = await self._fetchall(self.q.sessions_list_cwd, cwd, after[0], after[1], limit + 1)
+        sessions = [session_from_json(loads(r[0])) for r in rows]
+        return page_from_rows(sessions, lambda s: (s.updated_at, s.session_id), "sessions", limit)
+
+    async def delete_session(self, session_id: str) -> None:
+        await self._execute(self.q.session_delete, session_id)
+
+    # -- permission grants -----------------------------------------------------------------------------------
+
+    async def add_grant(self, grant: PermissionGrant) -> None:
+        g = grant
+        await self._execute(self.q.grant_upsert, g.grant_id, g.workspace, g.created_at, g.expires_at, dumps(grant_to_json(g)))
+
+    async def list_grants(self, workspace: str, *, now: int | None = None) -> list[PermissionGrant]:
+        rows = await self._fetchall(self.q.grants_list, workspace, now_ms() if now is None else now)
+        return [grant_from_json(loads(r[0])) for r in rows]
+
+    async def delete_grant(self, grant_id: str) -> None:
+        await self._execute(self.q.grant_delete, grant_id)
