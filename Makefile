@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test lint format bench pg-up pg-down
+.PHONY: install test lint format bench schemas pg-up pg-down
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,3 +25,7 @@ format: $(PY)
 
 bench: $(PY)
 	$(PY) -m bench
+
+schemas: $(PY)
+	$(PY) -m awaken_stdio config schema > schemas/config.schema.json
+	$(PY) -m awaken_stdio.providers.scripted --schema > schemas/scripted-model.schema.json

@@ -3,5 +3,4 @@ import pytest
 
 @pytest.fixture
 def anyio_backend() -> str:
-    """asyncio only: aiosqlite runs on asyncio futures."""
     return "asyncio"

@@ -7,6 +7,7 @@ result the model sees*; the run goes on. Only the runtime decides whether a call
 from __future__ import annotations
 
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -68,23 +69,27 @@ class ToolDescriptor:
         }
 
 
-_KIND_HINTS: tuple[tuple[tuple[str, ...], ToolKind], ...] = (
-    (("delete", "remove", "rm_"), "delete"),
-    (("move", "rename"), "move"),
-    (("edit", "write", "patch", "replace", "create_file"), "edit"),
-    (("read", "cat", "view", "open", "get_file", "list_dir", "ls"), "read"),
-    (("search", "grep", "find", "glob", "query"), "search"),
-    (("bash", "shell", "exec", "run", "command", "terminal"), "execute"),
-    (("fetch", "http", "url", "download", "web"), "fetch"),
-    (("think", "plan", "reason"), "think"),
+_KIND_HINTS: tuple[tuple[frozenset[str], ToolKind], ...] = (
+    (frozenset({"delete", "remove", "rm", "unlink", "rmdir"}), "delete"),
+    (frozenset({"move", "rename", "mv"}), "move"),
+    (frozenset({"edit", "write", "patch", "replace", "create", "update", "append", "insert"}), "edit"),
+    (frozenset({"search", "grep", "find", "glob", "query", "lookup"}), "search"),
+    (frozenset({"read", "cat", "view", "open", "get", "list", "ls", "show", "stat"}), "read"),
+    (frozenset({"bash", "shell", "exec", "execute", "run", "command", "terminal", "sh"}), "execute"),
+    (frozenset({"fetch", "http", "url", "download", "web", "browse", "curl"}), "fetch"),
+    (frozenset({"think", "plan", "reason", "reflect"}), "think"),
 )
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
 def infer_tool_kind(name: str) -> ToolKind:
-    """A best guess of a tool's kind from its name (for tools that do not declare one, e.g. MCP servers')."""
-    low = name.lower()
-    for needles, kind in _KIND_HINTS:
-        if any(n in low for n in needles):
+    """A best guess of a tool's kind from the words of its name (``read_file``, ``runCommand``, ``github__search``).
+
+    For tools that do not declare a kind, e.g. an MCP server's. Whole words only: ``send_emails`` is not ``ls``.
+    """
+    words = [w.lower() for w in _WORD.findall(name)]
+    for hints, kind in _KIND_HINTS:
+        if any(w in hints for w in words):
             return kind
     return "other"
 

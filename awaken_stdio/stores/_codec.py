@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from awaken_stdio.contract.errors import VersionConflict
+from awaken_stdio.contract.state import PersistedState
 from awaken_stdio.contract.stores import (
     Checkpoint,
     Page,
@@ -23,7 +24,6 @@ from awaken_stdio.contract.stores import (
     SessionRecord,
     ThreadRecord,
 )
-from awaken_stdio.contract.state import PersistedState
 
 __all__ = [
     "FIRST_PAGE_KEY",
@@ -82,8 +82,14 @@ def thread_to_json(t: ThreadRecord) -> dict[str, Any]:
 
 def thread_from_json(d: dict[str, Any]) -> ThreadRecord:
     return ThreadRecord(
-        d["thread_id"], d.get("title"), d.get("agent_id"), d.get("parent_thread_id"), int(d.get("message_count", 0)),
-        dict(d.get("metadata") or {}), int(d.get("created_at", 0)), int(d.get("updated_at", 0)),
+        d["thread_id"],
+        d.get("title"),
+        d.get("agent_id"),
+        d.get("parent_thread_id"),
+        int(d.get("message_count", 0)),
+        dict(d.get("metadata") or {}),
+        int(d.get("created_at", 0)),
+        int(d.get("updated_at", 0)),
     )
 
 
@@ -106,9 +112,18 @@ def session_to_json(s: SessionRecord) -> dict[str, Any]:
 
 def session_from_json(d: dict[str, Any]) -> SessionRecord:
     return SessionRecord(
-        d["session_id"], d["thread_id"], d["cwd"], d.get("agent_id"), d.get("title"), d.get("mode"), d.get("model"),
-        list(d.get("additional_directories") or []), list(d.get("mcp_servers") or []), d.get("origin", "acp"),
-        int(d.get("created_at", 0)), int(d.get("updated_at", 0)),
+        d["session_id"],
+        d["thread_id"],
+        d["cwd"],
+        d.get("agent_id"),
+        d.get("title"),
+        d.get("mode"),
+        d.get("model"),
+        list(d.get("additional_directories") or []),
+        list(d.get("mcp_servers") or []),
+        d.get("origin", "acp"),
+        int(d.get("created_at", 0)),
+        int(d.get("updated_at", 0)),
     )
 
 
@@ -126,7 +141,12 @@ def grant_to_json(g: PermissionGrant) -> dict[str, Any]:
 
 def grant_from_json(d: dict[str, Any]) -> PermissionGrant:
     return PermissionGrant(
-        d["grant_id"], d["workspace"], d["tool"], d["behavior"], d.get("pattern"), int(d.get("created_at", 0)),
+        d["grant_id"],
+        d["workspace"],
+        d["tool"],
+        d["behavior"],
+        d.get("pattern"),
+        int(d.get("created_at", 0)),
         None if d.get("expires_at") is None else int(d["expires_at"]),
     )
 
@@ -166,7 +186,9 @@ def copy_grant(g: PermissionGrant) -> PermissionGrant:
 def check_run_thread(cp: Checkpoint) -> None:
     """A checkpoint's run must belong to its thread (checked before any I/O)."""
     if cp.run.thread_id != cp.thread_id:
-        raise ValueError(f"checkpoint for thread {cp.thread_id} carries run {cp.run.run_id} of thread {cp.run.thread_id}")
+        raise ValueError(
+            f"checkpoint for thread {cp.thread_id} carries run {cp.run.run_id} of thread {cp.run.thread_id}"
+        )
 
 
 def check_count(cp: Checkpoint, actual_count: int) -> None:

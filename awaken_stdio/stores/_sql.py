@@ -43,7 +43,7 @@ from awaken_stdio.stores._codec import (
     session_to_json,
 )
 
-__all__ = ["Queries", "SqlStore", "Tx"]
+__all__ = ["THREAD_COLUMNS", "Queries", "SqlStore", "Tx"]
 
 T = TypeVar("T")
 _END = 1 << 62  # past the last message sequence number
@@ -110,7 +110,8 @@ class Queries:
     grant_delete: str  # grant_id
 
 
-_THREAD_COLUMNS = "thread_id, title, agent_id, parent_thread_id, message_count, metadata, created_at, updated_at"
+# The column list behind every ``thread_get`` / ``threads_list`` row that ``_thread`` decodes.
+THREAD_COLUMNS = "thread_id, title, agent_id, parent_thread_id, message_count, metadata, created_at, updated_at"
 
 
 def _thread(row: Sequence[Any]) -> ThreadRecord:
@@ -298,7 +299,9 @@ class SqlStore(BaseStore, Store):
 
     async def save_session(self, session: SessionRecord) -> None:
         s = session
-        await self._execute(self.q.session_upsert, s.session_id, s.thread_id, s.cwd, s.updated_at, dumps(session_to_json(s)))
+        await self._execute(
+            self.q.session_upsert, s.session_id, s.thread_id, s.cwd, s.updated_at, dumps(session_to_json(s))
+        )
 
     async def load_session(self, session_id: str) -> SessionRecord | None:
         row = await self._fetchone(self.q.session_get, session_id)
@@ -323,7 +326,9 @@ class SqlStore(BaseStore, Store):
 
     async def add_grant(self, grant: PermissionGrant) -> None:
         g = grant
-        await self._execute(self.q.grant_upsert, g.grant_id, g.workspace, g.created_at, g.expires_at, dumps(grant_to_json(g)))
+        await self._execute(
+            self.q.grant_upsert, g.grant_id, g.workspace, g.created_at, g.expires_at, dumps(grant_to_json(g))
+        )
 
     async def list_grants(self, workspace: str, *, now: int | None = None) -> list[PermissionGrant]:
         rows = await self._fetchall(self.q.grants_list, workspace, now_ms() if now is None else now)

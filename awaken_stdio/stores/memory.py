@@ -117,7 +117,9 @@ class MemoryStore(BaseStore, Store):
 
     async def list_threads(self, *, limit: int = 100, cursor: str | None = None) -> Page[ThreadRecord]:
         self._check_open()
-        page = page_newest_first(self._threads.values(), lambda t: (t.updated_at, t.thread_id), "threads", limit, cursor)
+        page = page_newest_first(
+            self._threads.values(), lambda t: (t.updated_at, t.thread_id), "threads", limit, cursor
+        )
         return Page([copy_thread(t) for t in page.items], page.next_cursor)
 
     async def delete_thread(self, thread_id: str) -> None:
@@ -164,7 +166,9 @@ class MemoryStore(BaseStore, Store):
         cursor: str | None = None,
     ) -> Page[RunRecord]:
         self._check_open()
-        runs = self._runs.values() if thread_id is None else [self._runs[r] for r in self._thread_runs.get(thread_id, ())]
+        runs = (
+            self._runs.values() if thread_id is None else [self._runs[r] for r in self._thread_runs.get(thread_id, ())]
+        )
         if statuses is not None:
             runs = [r for r in runs if r.status in statuses]
         page = page_newest_first(runs, _run_key, "runs", limit, cursor)

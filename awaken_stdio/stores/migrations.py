@@ -99,7 +99,7 @@ _V1_SQLITE = (
 
 _V1_POSTGRES = (
     """CREATE TABLE threads (
-        thread_id TEXT PRIMARY KEY,
+        thread_id TEXT COLLATE "C" PRIMARY KEY,
         title TEXT,
         agent_id TEXT,
         parent_thread_id TEXT,
@@ -111,7 +111,7 @@ _V1_POSTGRES = (
     )""",
     "CREATE INDEX threads_by_update ON threads (updated_at DESC, thread_id DESC)",
     """CREATE TABLE messages (
-        thread_id TEXT NOT NULL REFERENCES threads (thread_id) ON DELETE CASCADE,
+        thread_id TEXT COLLATE "C" NOT NULL REFERENCES threads (thread_id) ON DELETE CASCADE,
         seq BIGINT NOT NULL,
         message_id TEXT NOT NULL,
         run_id TEXT,
@@ -119,8 +119,8 @@ _V1_POSTGRES = (
         PRIMARY KEY (thread_id, seq)
     )""",
     """CREATE TABLE runs (
-        run_id TEXT PRIMARY KEY,
-        thread_id TEXT NOT NULL REFERENCES threads (thread_id) ON DELETE CASCADE,
+        run_id TEXT COLLATE "C" PRIMARY KEY,
+        thread_id TEXT COLLATE "C" NOT NULL REFERENCES threads (thread_id) ON DELETE CASCADE,
         status TEXT NOT NULL,
         created_at BIGINT NOT NULL,
         updated_at BIGINT NOT NULL,
@@ -129,15 +129,15 @@ _V1_POSTGRES = (
     "CREATE INDEX runs_by_update ON runs (updated_at DESC, run_id DESC)",
     "CREATE INDEX runs_by_thread ON runs (thread_id, updated_at DESC, run_id DESC)",
     """CREATE TABLE profiles (
-        owner TEXT NOT NULL,
-        key TEXT NOT NULL,
+        owner TEXT COLLATE "C" NOT NULL,
+        key TEXT COLLATE "C" NOT NULL,
         value JSON NOT NULL,
         updated_at BIGINT NOT NULL,
         PRIMARY KEY (owner, key)
     )""",
     """CREATE TABLE sessions (
-        session_id TEXT PRIMARY KEY,
-        thread_id TEXT NOT NULL,
+        session_id TEXT COLLATE "C" PRIMARY KEY,
+        thread_id TEXT COLLATE "C" NOT NULL,
         cwd TEXT NOT NULL,
         updated_at BIGINT NOT NULL,
         body JSON NOT NULL
@@ -145,7 +145,7 @@ _V1_POSTGRES = (
     "CREATE INDEX sessions_by_update ON sessions (updated_at DESC, session_id DESC)",
     "CREATE INDEX sessions_by_cwd ON sessions (cwd, updated_at DESC, session_id DESC)",
     """CREATE TABLE permission_grants (
-        grant_id TEXT PRIMARY KEY,
+        grant_id TEXT COLLATE "C" PRIMARY KEY,
         workspace TEXT NOT NULL,
         created_at BIGINT NOT NULL,
         expires_at BIGINT,
@@ -177,7 +177,9 @@ async def migrate(tx: Tx, q: Queries, dialect: Dialect, location: str) -> int:
         await tx.execute(q.meta_set, "schema_version", "0")
     meta = {row[0]: row[1] for row in await tx.fetchall(q.meta_all)}
     if meta.get("application") != APPLICATION:
-        raise StoreUnavailable(f"{location} is not an awaken-stdio database (awaken_meta names {meta.get('application')!r})")
+        raise StoreUnavailable(
+            f"{location} is not an awaken-stdio database (awaken_meta names {meta.get('application')!r})"
+        )
     try:
         found = int(meta["schema_version"])
     except (KeyError, ValueError) as exc:
@@ -189,4 +191,3 @@ async def migrate(tx: Tx, q: Queries, dialect: Dialect, location: str) -> int:
             await tx.execute(statement)
         await tx.execute(q.meta_set, "schema_version", str(step.version))
     return found
-

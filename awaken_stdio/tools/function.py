@@ -30,7 +30,7 @@ from typing import Annotated, Any, get_args, get_origin, overload
 
 import anyio
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 from typing_extensions import is_typeddict
@@ -83,6 +83,8 @@ class FunctionTool(Tool):
         destructive: bool | None = None,
         title: str | None = None,
     ) -> None:
+        if isinstance(func, FunctionTool):  # re-decorating (e.g. to rename) wraps the function, not the tool
+            func = func.func
         name = name if name is not None else getattr(func, "__name__", "")
         if not _NAME.fullmatch(name):
             raise ValueError(
@@ -285,13 +287,20 @@ class _Signature:
         return posargs, values
 
     def output_schema(self) -> dict[str, Any] | None:
-        """A schema for returns typed as a model, dataclass or TypedDict: the objects MCP can check."""
+        """A schema for returns typed as a model, dataclass or TypedDict: the objects MCP can check.
+
+        The schema is an optional extra, so a return type pydantic cannot describe (``typing.TypedDict`` before
+        Python 3.12) means no schema rather than a tool that cannot be listed.
+        """
         ret = _unannotated(self.returns)
         if not isinstance(ret, type) or issubclass(ret, ToolResult | ToolOutput):
             return None
-        if issubclass(ret, BaseModel) or is_dataclass(ret) or is_typeddict(ret):
+        if not (issubclass(ret, BaseModel) or is_dataclass(ret) or is_typeddict(ret)):
+            return None
+        try:
             return portable_schema(TypeAdapter(ret).json_schema(mode="serialization"))
-        return None
+        except PydanticUserError:
+            return None
 
 
 def explain_validation_error(exc: ValidationError) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import threading
+import typing
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -46,6 +48,9 @@ class Point(BaseModel):
     y: int = 0
 
 
+ORIGIN = Point(x=0)
+
+
 class Tree(BaseModel):
     label: str
     kids: list[Tree] = []
@@ -85,7 +90,7 @@ def test_no_parameters() -> None:
 def test_literal_enum_optional() -> None:
     @tool
     def f(mode: Literal["fast", "slow"], only: Literal["x"], color: Color = Color.BLUE, a: int | None = None,
-          b: Optional[str] = None, c: int | None = 5) -> None: ...  # fmt: skip
+          b: Optional[str] = None, c: int | None = 5) -> None: ...  # noqa: UP045  # fmt: skip
 
     props = params(f)["properties"]
     assert props["mode"] == {"type": "string", "enum": ["fast", "slow"]}
@@ -143,11 +148,17 @@ def test_descriptions_from_annotated_and_docstring() -> None:
 
     d = search.descriptor
     assert d.description == (
-        "Search files for a pattern.\n\nLines that match are returned with their numbers.\n\nReturns:\n    Matching lines."
+        "Search files for a pattern.\n\n"
+        "Lines that match are returned with their numbers.\n\n"
+        "Returns:\n    Matching lines."
     )
     props = params(search)["properties"]
     assert props["pattern"] == {"type": "string", "description": "A regular expression."}
-    assert props["path"] == {"type": "string", "default": ".", "description": "Where to look, relative to the working directory."}
+    assert props["path"] == {
+        "type": "string",
+        "default": ".",
+        "description": "Where to look, relative to the working directory.",
+    }
     assert props["glob"] == {"type": "string", "description": "Wins over the docstring."}
 
 
@@ -230,7 +241,7 @@ def test_single_model_parameter_is_the_arguments_object() -> None:
 
 def test_model_parameter_with_default_or_company_stays_nested() -> None:
     @tool
-    def a(to: Point = Point(x=1)) -> None: ...
+    def a(to: Point = ORIGIN) -> None: ...
 
     @tool
     def b(to: Point, speed: int) -> None: ...
@@ -284,6 +295,13 @@ def test_output_schema_for_models_typeddicts_and_dataclasses() -> None:
     for ret in (str, list[Point], dict[str, int], None, ToolResult):
         assert returning(ret).descriptor.output_schema is None
 
+    class StdTD(typing.TypedDict):
+        a: int
+
+    # pydantic describes typing.TypedDict from Python 3.12 on; before, the tool still works, without the schema
+    expected = None if sys.version_info < (3, 12) else returning(TD).descriptor.output_schema
+    assert returning(StdTD).descriptor.output_schema == expected
+
 
 def test_schema_built_lazily_so_later_names_resolve() -> None:
     @tool
@@ -294,7 +312,7 @@ def test_schema_built_lazily_so_later_names_resolve() -> None:
     @tool
     def g(p: NeverDefined) -> None: ...  # type: ignore[name-defined]  # noqa: F821
 
-    with pytest.raises(TypeError, match="'g'.*NeverDefined"):
+    with pytest.raises(TypeError, match=r"'g'.*NeverDefined"):
         _ = g.descriptor
 
 
@@ -333,7 +351,7 @@ def test_unsupported_functions_rejected() -> None:
     with pytest.raises(ValueError, match="unknown kind"):
         tool(kind="nope")(star)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="both read-only and destructive"):
-        tool(read_only=True, destructive=True)(lambda: None)
+        tool(name="x", read_only=True, destructive=True)(lambda: None)
 
 
 # -- validation ------------------------------------------------------------------------------------------------
@@ -528,3 +546,11 @@ def test_decorated_function_stays_callable_and_is_a_tool() -> None:
     assert read_file("p", 2) == "p:2:None"
     assert read_file.__name__ == "read_file"
     assert repr(read_file) == "FunctionTool('read_file')"
+
+
+def test_redecorating_renames_without_sharing_the_descriptor() -> None:
+    assert read_file.descriptor.name == "read_file"
+    renamed = tool(name="cat_file", read_only=True)(read_file)
+    assert renamed.func is read_file.func
+    assert (renamed.descriptor.name, renamed.descriptor.read_only) == ("cat_file", True)
+    assert renamed.descriptor.parameters == read_file.descriptor.parameters

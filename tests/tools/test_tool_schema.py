@@ -145,7 +145,10 @@ def test_portable_schema_accepts_what_pydantic_accepts(everything: dict[str, Any
 
 
 def test_type_lists_collapse() -> None:
-    raw = {"type": "object", "properties": {"a": {"type": ["string", "null"], "default": None}, "b": {"type": ["string", "integer"]}}}
+    raw = {
+        "type": "object",
+        "properties": {"a": {"type": ["string", "null"], "default": None}, "b": {"type": ["string", "integer"]}},
+    }
     assert portable_schema(raw)["properties"] == {
         "a": {"type": "string"},
         "b": {"anyOf": [{"type": "string"}, {"type": "integer"}]},

@@ -1,0 +1,346 @@
+"""The ``awaken-stdio`` command line.
+
+Exit codes: 0 on success; 2 for usage, configuration and store errors, whose last stderr line names the problem
+(nothing is printed on stdout then). Imports are deferred into each command so ``--help`` and the protocol
+servers start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from awaken_stdio.config import LoadedConfig
+    from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store
+
+__all__ = ["main"]
+
+PROG = "awaken-stdio"
+LOG_ENV = "AWAKEN_STDIO_LOG_LEVEL"
+RUN_STATUSES = ("running", "waiting", "completed", "failed", "cancelled")
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", help="config file (default: $AWAKEN_STDIO_CONFIG, else the user's)")
+    common.add_argument("--store", metavar="URL", help="store URL (default: $AWAKEN_STDIO_STORE, else the config's)")
+    common.add_argument("--log-level", metavar="L", help="debug | info | warning | error (default: warning)")
+    common.add_argument("--log-file", metavar="F", help="also write logs to this file")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="An agent runtime for ACP editors and MCP clients, with durable human-in-the-loop.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    runs = sub.add_parser("runs", help="list and inspect agent runs", parents=[common]).add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    p = runs.add_parser("list", help="list runs, newest first", parents=[common])
+    p.add_argument("--status", choices=RUN_STATUSES, help="only runs with this status")
+    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p = runs.add_parser("show", help="show one run", parents=[common])
+    p.add_argument("id", help="the run id")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    sessions = sub.add_parser("sessions", help="list, show and delete sessions", parents=[common]).add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    p = sessions.add_parser("list", help="list sessions, most recent first", parents=[common])
+    p.add_argument("--cwd", metavar="D", help="only sessions of this working directory")
+    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p = sessions.add_parser("show", help="show a session and its conversation", parents=[common])
+    p.add_argument("id", help="the session id")
+    p = sessions.add_parser("delete", help="delete a session and its conversation", parents=[common])
+    p.add_argument("id", help="the session id")
+
+    tools = sub.add_parser("tools", help="list the tools agents can use", parents=[common]).add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    p = tools.add_parser("list", help="list registered tools", parents=[common])
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+
+    config = sub.add_parser("config", help="the configuration file format", parents=[common]).add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    config.add_parser("schema", help="print the JSON Schema of the config file", parents=[common])
+    config.add_parser("example", help="print an example config file", parents=[common])
+    return parser
+
+
+def _version() -> str:
+    from awaken_stdio import __version__
+
+    return __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.log_level or os.environ.get(LOG_ENV) or "warning", args.log_file)
+    handler = _COMMANDS[(args.command, getattr(args, "action", None))]
+    from awaken_stdio.contract.errors import AwakenError
+
+    try:
+        return handler(args)
+    except AwakenError as exc:
+        _fail(str(exc))
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(message: str) -> None:
+    print(f"{PROG}: error: {message.splitlines()[0] if message else 'failed'}", file=sys.stderr)
+
+
+def _setup_logging(level: str, log_file: str | None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+
+
+# -- helpers ------------------------------------------------------------------------------------------------------
+
+
+def _load(args: argparse.Namespace) -> LoadedConfig:
+    from awaken_stdio.config import load_config
+
+    return load_config(args.config)
+
+
+def store_url(args: argparse.Namespace, loaded: LoadedConfig) -> str:
+    """``--store``, else ``$AWAKEN_STDIO_STORE``, else the config's, else the default SQLite file."""
+    from awaken_stdio.config import STORE_ENV
+    from awaken_stdio.stores import default_store_url
+
+    return args.store or os.environ.get(STORE_ENV) or loaded.config.store.url or default_store_url()
+
+
+def _with_store(fn: Callable[[argparse.Namespace, Store], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        import anyio
+
+        url = store_url(args, _load(args))
+        from awaken_stdio.stores import open_store
+
+        async def go() -> int:
+            async with open_store(url) as store:
+                return await fn(args, store)
+
+        return anyio.run(go)
+
+    return run
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def run_json(run: RunRecord) -> dict[str, Any]:
+    """The stable JSON form of ``runs list --json`` (DESIGN section 5)."""
+    pending = []
+    if run.waiting is not None:
+        pending = [
+            {
+                "tool_call_id": t.tool_call_id,
+                "tool": t.tool_name,
+                "arguments": t.arguments,
+                "reason": t.message or t.reason,
+            }
+            for t in run.waiting.tickets
+        ]
+    return {
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "session_id": run.session_id,
+        "agent_id": run.agent_id,
+        "status": run.display_status,
+        "created_at": _iso(run.created_at),
+        "updated_at": _iso(run.updated_at),
+        "pending": pending,
+    }
+
+
+def session_json(s: SessionRecord) -> dict[str, Any]:
+    return {"session_id": s.session_id, "cwd": s.cwd, "title": s.title, "updated_at": _iso(s.updated_at)}
+
+
+_STATUS_FILTER: dict[str, list[Any]] = {
+    "running": ["created", "running"],
+    "waiting": ["waiting"],
+    "completed": ["done"],
+    "failed": ["done"],
+    "cancelled": ["done"],
+}
+
+# -- commands -----------------------------------------------------------------------------------------------------
+
+
+@_with_store
+async def _runs_list(args: argparse.Namespace, store: Store) -> int:
+    wanted = args.status
+    runs: list[RunRecord] = []
+    cursor = None
+    while len(runs) < args.limit:
+        page = await store.list_runs(statuses=_STATUS_FILTER[wanted] if wanted else None, limit=100, cursor=cursor)
+        runs.extend(r for r in page.items if wanted is None or r.display_status == wanted)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    runs = runs[: args.limit]
+    if args.json:
+        _print_json([run_json(r) for r in runs])
+        return 0
+    rows = [
+        [r.run_id, r.display_status, r.agent_id, _iso(r.updated_at), str(len(run_json(r)["pending"]))] for r in runs
+    ]
+    _table(rows, ["RUN", "STATUS", "AGENT", "UPDATED", "PENDING"])
+    return 0
+
+
+@_with_store
+async def _runs_show(args: argparse.Namespace, store: Store) -> int:
+    from awaken_stdio.contract.errors import NotFound
+
+    run = await store.load_run(args.id)
+    if run is None:
+        raise NotFound(f"run {args.id}")
+    if args.json:
+        _print_json({**run_json(run), "steps": run.steps, "usage": run.usage.to_json(), "response": run.response})
+        return 0
+    data = run_json(run)
+    for key in ("run_id", "thread_id", "session_id", "agent_id", "status", "created_at", "updated_at"):
+        print(f"{key:<11} {data[key] if data[key] is not None else '-'}")
+    print(f"{'steps':<11} {run.steps}")
+    if run.response:
+        print(f"{'response':<11} {run.response}")
+    if run.error:
+        print(f"{'error':<11} {run.error}")
+    for p in data["pending"]:
+        args_text = json.dumps(p["arguments"], ensure_ascii=False)
+        print(f"pending     {p['tool_call_id']}  {p['tool']} {args_text}  ({p['reason']})")
+    return 0
+
+
+@_with_store
+async def _sessions_list(args: argparse.Namespace, store: Store) -> int:
+    cwd = os.path.abspath(args.cwd) if args.cwd else None
+    page = await store.list_sessions(cwd=cwd, limit=args.limit)
+    if args.json:
+        _print_json([session_json(s) for s in page.items])
+        return 0
+    _table(
+        [[s.session_id, _iso(s.updated_at), s.cwd, s.title or ""] for s in page.items],
+        ["SESSION", "UPDATED", "CWD", "TITLE"],
+    )
+    return 0
+
+
+@_with_store
+async def _sessions_show(args: argparse.Namespace, store: Store) -> int:
+    from awaken_stdio.contract.errors import NotFound
+
+    session = await store.load_session(args.id)
+    if session is None:
+        raise NotFound(f"session {args.id}")
+    for key, value in session_json(session).items():
+        print(f"{key:<11} {value if value is not None else '-'}")
+    for message in await store.load_messages(session.thread_id):
+        if message.internal or message.role == "system":
+            continue
+        text = message.text or ", ".join(
+            f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})" for c in message.tool_calls
+        )
+        print(f"\n[{message.role}] {text}")
+    return 0
+
+
+@_with_store
+async def _sessions_delete(args: argparse.Namespace, store: Store) -> int:
+    from awaken_stdio.contract.errors import NotFound
+
+    session = await store.load_session(args.id)
+    if session is None:
+        raise NotFound(f"session {args.id}")
+    await store.delete_session(args.id)
+    await store.delete_thread(session.thread_id)
+    print(f"deleted session {args.id}", file=sys.stderr)
+    return 0
+
+
+def _tools_list(args: argparse.Namespace) -> int:
+    from awaken_stdio.config import build_runtime
+    from awaken_stdio.stores.memory import MemoryStore
+
+    runtime = build_runtime(_load(args), store=MemoryStore())
+    descriptors = sorted((t.descriptor for t in runtime.tools.values()), key=lambda d: d.name)
+    if args.json:
+        _print_json(
+            [
+                {"name": d.name, "description": d.description, "input_schema": d.parameters, "kind": d.kind}
+                for d in descriptors
+            ]
+        )
+        return 0
+    _table(
+        [[d.name, d.kind, d.description.splitlines()[0] if d.description else ""] for d in descriptors],
+        ["TOOL", "KIND", "DESCRIPTION"],
+    )
+    return 0
+
+
+def _config_schema(args: argparse.Namespace) -> int:
+    from awaken_stdio.config import config_json_schema
+
+    _print_json(config_json_schema())
+    return 0
+
+
+def _config_example(args: argparse.Namespace) -> int:
+    from awaken_stdio.config import example_config
+
+    sys.stdout.write(example_config())
+    return 0
+
+
+_COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
+    ("runs", "list"): _runs_list,
+    ("runs", "show"): _runs_show,
+    ("sessions", "list"): _sessions_list,
+    ("sessions", "show"): _sessions_show,
+    ("sessions", "delete"): _sessions_delete,
+    ("tools", "list"): _tools_list,
+    ("config", "schema"): _config_schema,
+    ("config", "example"): _config_example,
+}

@@ -1,0 +1,286 @@
+"""The configuration file: its model, where it is found, and how it becomes an ``AgentRuntime``.
+
+The pydantic models below are the single source of ``schemas/config.schema.json`` (``awaken-stdio config
+schema``); a test fails when the committed file drifts. Every problem is reported as one ``ConfigError`` line that
+names the file and the field, which the CLI prints before exiting with code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from awaken_stdio.contract.agent import AgentSpec, ModelSpec
+from awaken_stdio.contract.errors import ConfigError
+
+if TYPE_CHECKING:
+    from awaken_stdio.contract.stores import Store
+    from awaken_stdio.runtime.agent_runtime import AgentRuntime
+
+__all__ = [
+    "AgentConfig",
+    "Config",
+    "LoadedConfig",
+    "ModelConfig",
+    "build_runtime",
+    "config_json_schema",
+    "default_config_path",
+    "example_config",
+    "load_config",
+]
+
+CONFIG_ENV = "AWAKEN_STDIO_CONFIG"
+STORE_ENV = "AWAKEN_STDIO_STORE"
+Behavior = Literal["allow", "ask", "deny"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class ModelConfig(_Model):
+    """A model an agent can use."""
+
+    provider: Literal["openai", "anthropic", "scripted"] = Field(
+        description="openai (any OpenAI-compatible server via base_url), anthropic, or scripted (a JSON script)."
+    )
+    model: str = Field("", description="The upstream model id, e.g. gpt-4.1 or claude-sonnet-4-5.")
+    base_url: str | None = Field(None, description="An OpenAI-compatible endpoint (Ollama, vLLM, LM Studio...).")
+    api_key_env: str | None = Field(None, description="The environment variable holding the API key.")
+    api: Literal["chat", "responses"] = Field("chat", description="openai only: Chat Completions or Responses.")
+    script: str | None = Field(None, description="scripted only: the script file, relative to the config file.")
+    context_window: int | None = Field(None, gt=0, description="Tokens the model accepts; default per family.")
+    max_output_tokens: int | None = Field(None, gt=0, description="Tokens the model may produce per call.")
+    image_input: bool | None = Field(None, description="Whether the model takes images; default per family.")
+    timeout_s: float | None = Field(None, gt=0, description="Timeout of one model call.")
+    max_retries: int | None = Field(None, ge=0, description="Retries for rate limits, overload and 5xx.")
+
+
+class PermissionRuleConfig(_Model):
+    tool: str = Field(description='A tool name, glob, /regex/, or the primary-argument form "run_command(git *)".')
+    behavior: Behavior
+
+
+class PermissionConfig(_Model):
+    default: Behavior | None = Field(
+        None, description="With no matching rule. Unset: read-only tools are allowed, everything else asks."
+    )
+    rules: list[PermissionRuleConfig] = Field(default_factory=list)
+
+
+class AgentConfig(_Model):
+    """An agent: a model, a prompt and the tools it may use."""
+
+    model: str = Field(description="The id of a model in [models].")
+    system_prompt: str = ""
+    description: str = ""
+    tools: list[str] = Field(
+        default_factory=lambda: ["*"], description='Names or globs; MCP tools are "<server>__<tool>".'
+    )
+    exclude_tools: list[str] = Field(default_factory=list)
+    delegates: list[str] = Field(default_factory=list, description="Agents offered as the tools agent_run_<id>.")
+    handoffs: list[str] = Field(default_factory=list, description="Agents this one may hand the conversation to.")
+    max_rounds: int = Field(16, gt=0, description="Model calls per run before it stops with max_turn_requests.")
+    max_tokens: int | None = Field(None, gt=0, description="Token budget of one run (input + output).")
+    timeout_s: float | None = Field(None, gt=0, description="Wall-clock budget of one run.")
+    tool_executor: Literal["sequential", "parallel"] = "sequential"
+    expose_mcp: bool = Field(False, description='Publish this agent as the MCP tool "agent_<id>".')
+    permission: PermissionConfig = Field(default_factory=PermissionConfig)
+
+
+class StoreConfig(_Model):
+    url: str | None = Field(None, description="memory://, file:///dir, sqlite:///path.db or postgresql://...")
+
+
+class McpServerConfig(_Model):
+    """An MCP server whose tools are offered as "<server>__<tool>"."""
+
+    command: str | None = Field(None, description="stdio: the program to start.")
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = Field(None, description="streamable HTTP: the endpoint.")
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(30.0, gt=0, description="Connect and list timeout.")
+    enabled: bool = True
+
+
+class ToolsConfig(_Model):
+    builtin: bool = Field(True, description="Register the built-in file, search and command tools.")
+    modules: list[str] = Field(default_factory=list, description="Python modules whose @tool functions are registered.")
+
+
+class McpConfig(_Model):
+    permission: Literal["allow", "ask"] = Field(
+        "allow", description="Direct tools/call of guarded tools: allow (the MCP host confirms) or ask."
+    )
+
+
+class Config(_Model):
+    """awaken-stdio configuration (TOML)."""
+
+    default_agent: str | None = None
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+
+    def check(self, source: str) -> None:
+        """Cross-references a schema cannot express."""
+        for agent_id, agent in self.agents.items():
+            if agent.model not in self.models:
+                raise ConfigError(f"{source}: agents.{agent_id}.model: no model {agent.model!r} in [models]")
+            for other in (*agent.delegates, *agent.handoffs):
+                if other not in self.agents:
+                    raise ConfigError(f"{source}: agents.{agent_id}: no agent {other!r} in [agents]")
+        if self.default_agent is not None and self.default_agent not in self.agents:
+            raise ConfigError(f"{source}: default_agent: no agent {self.default_agent!r} in [agents]")
+        for name, model in self.models.items():
+            if model.provider == "scripted" and not model.script:
+                raise ConfigError(f"{source}: models.{name}: a scripted model needs `script`")
+            if model.provider != "scripted" and not model.model:
+                raise ConfigError(f"{source}: models.{name}: `model` (the upstream model id) is required")
+        for name, server in self.mcp_servers.items():
+            if bool(server.command) == bool(server.url):
+                raise ConfigError(f"{source}: mcp_servers.{name}: give exactly one of `command` or `url`")
+
+
+@dataclass(slots=True)
+class LoadedConfig:
+    config: Config
+    path: Path | None  # None: no config file, the defaults from the environment
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent if self.path else Path.cwd()
+
+    @property
+    def source(self) -> str:
+        return str(self.path) if self.path else "<no config file>"
+
+
+def default_config_path() -> Path:
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("awaken-stdio", appauthor=False)) / "config.toml"
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> LoadedConfig:
+    """``path``, else ``$AWAKEN_STDIO_CONFIG``, else the user config file if it exists, else the defaults."""
+    explicit = path or os.environ.get(CONFIG_ENV)
+    if explicit:
+        file = Path(explicit).expanduser()
+        if not file.is_file():
+            raise ConfigError(f"config file not found: {file}")
+    else:
+        file = default_config_path()
+        if not file.is_file():
+            return LoadedConfig(default_config(), None)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: cannot read it: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML: {exc}") from exc
+    config = parse_config(data, str(file))
+    return LoadedConfig(config, file.resolve())
+
+
+def parse_config(data: dict[str, Any], source: str) -> Config:
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_first_error(exc)}") from None
+    config.check(source)
+    return config
+
+
+def _first_error(exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False)
+    parts = []
+    for err in errors[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        parts.append(f"{loc}: {msg}")
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "; ".join(parts) + more
+
+
+def default_config(env: dict[str, str] | None = None) -> Config:
+    """No config file: one agent ``default`` whose model comes from the environment (none if no key is set)."""
+    env = dict(os.environ if env is None else env)
+    models: dict[str, ModelConfig] = {}
+    if env.get("ANTHROPIC_API_KEY"):
+        models["default"] = ModelConfig(
+            provider="anthropic", model="claude-sonnet-4-5", api_key_env="ANTHROPIC_API_KEY"
+        )
+    elif env.get("OPENAI_API_KEY"):
+        models["default"] = ModelConfig(
+            provider="openai", model="gpt-4.1", api_key_env="OPENAI_API_KEY", base_url=env.get("OPENAI_BASE_URL")
+        )
+    agents = {"default": AgentConfig(model="default", expose_mcp=True)} if models else {}
+    return Config(models=models, agents=agents)
+
+
+def agent_spec(agent_id: str, agent: AgentConfig) -> AgentSpec:
+    sections: dict[str, Any] = {"permission": agent.permission.model_dump(exclude_none=True)}
+    return AgentSpec(
+        id=agent_id,
+        model=agent.model,
+        system_prompt=agent.system_prompt,
+        description=agent.description,
+        tools=list(agent.tools),
+        excluded_tools=list(agent.exclude_tools),
+        delegates=list(agent.delegates),
+        max_rounds=agent.max_rounds,
+        max_tokens=agent.max_tokens,
+        timeout_s=agent.timeout_s,
+        tool_executor=agent.tool_executor,
+        expose_mcp=agent.expose_mcp,
+        sections=sections,
+    )
+
+
+def model_spec(model_id: str, model: ModelConfig) -> ModelSpec:
+    return ModelSpec(model_id, model.provider, model.model, model.model_dump(exclude_none=True))
+
+
+def build_runtime(loaded: LoadedConfig, *, store: Store | None = None) -> AgentRuntime:
+    """An ``AgentRuntime`` with the config's agents and models (providers load when first used)."""
+    from awaken_stdio.providers import create_executor
+    from awaken_stdio.runtime.agent_runtime import AgentRuntime
+    from awaken_stdio.runtime.handoff import HandoffPlugin
+
+    config = loaded.config
+    runtime = AgentRuntime(store=store, default_agent=config.default_agent)
+    for model_id, model in config.models.items():
+        runtime.add_model(
+            model_id, create_executor(model_spec(model_id, model), loaded.base_dir), model.model or model_id
+        )
+    for agent_id, agent in config.agents.items():
+        runtime.add_agent(agent_spec(agent_id, agent))
+    handoff_targets = sorted({a for agent in config.agents.values() for a in agent.handoffs})
+    if handoff_targets:
+        runtime.add_plugin(HandoffPlugin(handoff_targets))
+    return runtime
+
+
+def config_json_schema() -> dict[str, Any]:
+    schema = Config.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://github.com/awaken-stdio/awaken-stdio/schemas/config.schema.json"
+    return schema
+
+
+def example_config() -> str:
+    """A commented config a new user can start from (``awaken-stdio config example``)."""
+    from importlib.resources import files
+
+    return files("awaken_stdio").joinpath("data/config.example.toml").read_text(encoding="utf-8")

@@ -1,0 +1,259 @@
+"""``sqlite:///path.db``, the default store: one file that several awaken-stdio processes share.
+
+Two aiosqlite connections: a writer and a reader, each behind an ``anyio.Lock`` held for a whole transaction
+(aiosqlite serialises statements, not transactions). Writes run in ``BEGIN IMMEDIATE``, so a transaction takes the
+write lock before it reads and cannot fail half-way on a lock upgrade. WAL lets readers run beside the writer (of
+this process and of others); ``synchronous=NORMAL`` keeps every committed transaction across a killed process (the
+WAL is in the OS cache) and can lose only the last ones on power loss, never consistency. Contention with other
+processes first waits in SQLite's busy handler (``busy_timeout``), then the whole transaction is retried with
+backoff (``retry.py``); only when both give up does a caller see ``StoreUnavailable``, never "database is locked".
+
+The file is created here with mode 0600 (SQLite gives its -wal/-shm files the same mode), and a file that is not an
+awaken-stdio database (a text file, someone else's SQLite database) is refused before anything is written to it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
+from typing import Any, TypeVar
+
+import aiosqlite
+import anyio
+
+from awaken_stdio.contract.errors import StoreError, StoreUnavailable
+from awaken_stdio.stores._codec import dumps
+from awaken_stdio.stores._sql import THREAD_COLUMNS, Queries, SqlStore, Tx
+from awaken_stdio.stores.migrations import migrate
+from awaken_stdio.stores.retry import RetryPolicy, retrying
+
+__all__ = ["QUERIES", "SqliteStore"]
+
+T = TypeVar("T")
+BUSY_TIMEOUT_MS = 5000
+RETRY = RetryPolicy(attempts=8)
+_HEADER = b"SQLite format 3\x00"
+
+QUERIES = Queries(
+    list_tables="SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+    create_meta="CREATE TABLE awaken_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    meta_all="SELECT key, value FROM awaken_meta",
+    meta_set="""
+        INSERT INTO awaken_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+    thread_bump="""
+        UPDATE threads SET message_count = message_count + ?, updated_at = ?, state = COALESCE(?, state)
+        WHERE thread_id = ? AND message_count = ?""",
+    thread_insert="""
+        INSERT INTO threads (thread_id, agent_id, message_count, state, created_at, updated_at)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT (thread_id) DO NOTHING""",
+    thread_ensure="""
+        INSERT INTO threads (thread_id, agent_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)
+        ON CONFLICT (thread_id) DO NOTHING""",
+    thread_count="SELECT message_count FROM threads WHERE thread_id = ?",
+    thread_get=f"SELECT {THREAD_COLUMNS}, state FROM threads WHERE thread_id = ?",
+    thread_save="""
+        INSERT INTO threads (thread_id, title, agent_id, parent_thread_id, metadata, created_at, updated_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (thread_id) DO UPDATE SET title = excluded.title, agent_id = excluded.agent_id,
+            parent_thread_id = excluded.parent_thread_id, metadata = excluded.metadata,
+            created_at = excluded.created_at, updated_at = excluded.updated_at""",
+    thread_state_get="SELECT state FROM threads WHERE thread_id = ?",
+    thread_state_set="UPDATE threads SET state = ? WHERE thread_id = ?",
+    threads_list=f"""
+        SELECT {THREAD_COLUMNS} FROM threads WHERE (updated_at, thread_id) < (?, ?)
+        ORDER BY updated_at DESC, thread_id DESC LIMIT ?""",
+    thread_delete="DELETE FROM threads WHERE thread_id = ?",
+    messages_insert="INSERT INTO messages (thread_id, seq, message_id, run_id, body) VALUES (?, ?, ?, ?, ?)",
+    messages_range="SELECT body FROM messages WHERE thread_id = ? AND seq >= ? AND seq < ? ORDER BY seq",
+    run_upsert="""
+        INSERT INTO runs (run_id, thread_id, status, created_at, updated_at, body) VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT (run_id) DO UPDATE SET thread_id = excluded.thread_id, status = excluded.status,
+            created_at = excluded.created_at, updated_at = excluded.updated_at, body = excluded.body""",
+    run_get="SELECT body FROM runs WHERE run_id = ?",
+    run_latest="SELECT body FROM runs WHERE thread_id = ? ORDER BY updated_at DESC, run_id DESC LIMIT 1",
+    runs_list="""
+        SELECT body FROM runs
+        WHERE (?1 IS NULL OR status IN (SELECT value FROM json_each(?1))) AND (updated_at, run_id) < (?2, ?3)
+        ORDER BY updated_at DESC, run_id DESC LIMIT ?4""",
+    runs_list_thread="""
+        SELECT body FROM runs
+        WHERE thread_id = ?1 AND (?2 IS NULL OR status IN (SELECT value FROM json_each(?2)))
+            AND (updated_at, run_id) < (?3, ?4)
+        ORDER BY updated_at DESC, run_id DESC LIMIT ?5""",
+    profile_get="SELECT value, updated_at FROM profiles WHERE owner = ? AND key = ?",
+    profile_set="""
+        INSERT INTO profiles (owner, key, value, updated_at) VALUES (?, ?, ?, ?)
+        ON CONFLICT (owner, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at""",
+    profile_delete="DELETE FROM profiles WHERE owner = ? AND key = ?",
+    profile_list="SELECT key, value, updated_at FROM profiles WHERE owner = ? ORDER BY key",
+    profile_clear="DELETE FROM profiles WHERE owner = ?",
+    session_upsert="""
+        INSERT INTO sessions (session_id, thread_id, cwd, updated_at, body) VALUES (?, ?, ?, ?, ?)
+        ON CONFLICT (session_id) DO UPDATE SET thread_id = excluded.thread_id, cwd = excluded.cwd,
+            updated_at = excluded.updated_at, body = excluded.body""",
+    session_get="SELECT body FROM sessions WHERE session_id = ?",
+    sessions_list="""
+        SELECT body FROM sessions WHERE (updated_at, session_id) < (?, ?)
+        ORDER BY updated_at DESC, session_id DESC LIMIT ?""",
+    sessions_list_cwd="""
+        SELECT body FROM sessions WHERE cwd = ? AND (updated_at, session_id) < (?, ?)
+        ORDER BY updated_at DESC, session_id DESC LIMIT ?""",
+    session_delete="DELETE FROM sessions WHERE session_id = ?",
+    grant_upsert="""
+        INSERT INTO permission_grants (grant_id, workspace, created_at, expires_at, body) VALUES (?, ?, ?, ?, ?)
+        ON CONFLICT (grant_id) DO UPDATE SET workspace = excluded.workspace, created_at = excluded.created_at,
+            expires_at = excluded.expires_at, body = excluded.body""",
+    grants_list="""
+        SELECT body FROM permission_grants WHERE workspace = ? AND (expires_at IS NULL OR expires_at > ?)
+        ORDER BY created_at, grant_id""",
+    grant_delete="DELETE FROM permission_grants WHERE grant_id = ?",
+)
+
+
+class _SqliteTx(Tx):
+    __slots__ = ("_db",)
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+
+    async def fetchone(self, sql: str, *args: Any) -> Sequence[Any] | None:
+        rows = list(await self._db.execute_fetchall(sql, args))
+        return rows[0] if rows else None
+
+    async def fetchall(self, sql: str, *args: Any) -> list[Sequence[Any]]:
+        return list(await self._db.execute_fetchall(sql, args))
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        async with self._db.execute(sql, args) as cursor:
+            return cursor.rowcount
+
+    async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        await self._db.executemany(sql, rows)
+
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode & 0xFF in (
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+    )
+
+
+def _translate(exc: sqlite3.Error, path: str) -> StoreError:
+    """The one seam where SQLite errors become store errors."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if _transient(exc):
+        return StoreUnavailable(f"{path} stayed locked by another process after {RETRY.attempts} attempts")
+    if code == sqlite3.SQLITE_NOTADB:
+        return StoreUnavailable(f"{path} is not an awaken-stdio database (not an SQLite file)")
+    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM):
+        return StoreUnavailable(f"cannot write the database {path}: {exc}")
+    return StoreError(f"SQLite error on {path}: {exc}")
+
+
+def _prepare_file(path: str) -> None:
+    """Create the directory and an empty 0600 database file, or check the existing file looks like SQLite."""
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            fd = os.open(path, os.O_RDWR)
+            try:
+                header = os.read(fd, len(_HEADER))
+            finally:
+                os.close(fd)
+            if header and header != _HEADER:
+                raise StoreUnavailable(f"{path} is not an awaken-stdio database (not an SQLite file)") from None
+        else:
+            os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
+            os.close(fd)
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot open the database file {path}: {exc.strerror or exc}") from exc
+
+
+async def _connect(path: str, *pragmas: str) -> aiosqlite.Connection:
+    db = await aiosqlite.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        for pragma in (f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}", "PRAGMA foreign_keys = ON", *pragmas):
+            await db.execute(pragma)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await db.close()
+        raise
+    return db
+
+
+async def _rollback(db: aiosqlite.Connection) -> None:
+    # Shielded: after a cancel the transaction must still end before the lock is released. Queued behind the
+    # interrupted statement on the connection's thread, it runs once that statement is done.
+    with anyio.CancelScope(shield=True), suppress(sqlite3.Error):
+        if db.in_transaction:
+            await db.execute("ROLLBACK")
+
+
+class SqliteStore(SqlStore):
+    q = QUERIES
+
+    def __init__(self, url: str, path: str, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
+        self.url, self.path = url, path
+        self._writer, self._reader = writer, reader
+        self._wtx, self._rtx = _SqliteTx(writer), _SqliteTx(reader)
+        self._wlock, self._rlock = anyio.Lock(), anyio.Lock()
+
+    @classmethod
+    async def open(cls, url: str, path: str) -> SqliteStore:
+        await anyio.to_thread.run_sync(_prepare_file, path)
+        connections: list[aiosqlite.Connection] = []
+        try:
+            try:
+                connections.append(await _connect(path, "PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL"))
+                connections.append(await _connect(path, "PRAGMA query_only = ON"))
+            except sqlite3.Error as exc:
+                raise _translate(exc, path) from exc
+            store = cls(url, path, *connections)
+            await store._write(lambda tx: migrate(tx, QUERIES, "sqlite", path))
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                for db in connections:
+                    await db.close()
+            raise
+        return store
+
+    async def _close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            async with self._wlock, self._rlock:
+                await self._reader.close()
+                await self._writer.close()
+
+    async def _guarded(self, op: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await retrying(op, _transient, RETRY)
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+
+    async def _transaction(self, db: aiosqlite.Connection, tx: Tx, begin: str, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        await db.execute(begin)
+        try:
+            result = await fn(tx)
+            await db.execute("COMMIT")
+        except BaseException:
+            await _rollback(db)
+            raise
+        return result
+
+    async def _write(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        self._check_open()
+        async with self._wlock:
+            return await self._guarded(lambda: self._transaction(self._writer, self._wtx, "BEGIN IMMEDIATE", fn))
+
+    async def _read(self, fn: Callable[[Tx], Awaitable[T]], *, snapshot: bool = False) -> T:
+        self._check_open()
+        async with self._rlock:
+            if snapshot:
+                return await self._guarded(lambda: self._transaction(self._reader, self._rtx, "BEGIN", fn))
+            return await self._guarded(lambda: fn(self._rtx))
+
+    def _list_param(self, values: list[str] | None) -> Any:
+        return dumps(values) if values is not None else None

@@ -1,0 +1,1 @@
+"""The benchmark suite behind ``make bench`` (measurements, not tests)."""

@@ -1,0 +1,29 @@
+"""The public API: complete, sorted, importable, and cheap to import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import awaken_stdio
+
+
+def test_all_is_sorted_and_every_name_resolves() -> None:
+    assert awaken_stdio.__all__ == sorted(awaken_stdio.__all__, key=str.casefold)
+    for name in awaken_stdio.__all__:
+        assert getattr(awaken_stdio, name) is not None, name
+
+
+def test_unknown_attribute_raises() -> None:
+    try:
+        awaken_stdio.NoSuchThing  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchThing" in str(exc)
+    else:
+        raise AssertionError("expected AttributeError")
+
+
+def test_package_import_loads_nothing_heavy() -> None:
+    code = "import sys, awaken_stdio; print(sorted(m for m in ('pydantic', 'anyio', 'aiosqlite', 'mcp', 'acp') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
