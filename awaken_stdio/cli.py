@@ -91,6 +91,8 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "cwd", None):
+        args.cwd = os.path.abspath(args.cwd)
     _setup_logging(args.log_level or os.environ.get(LOG_ENV) or "warning", args.log_file)
     handler = _COMMANDS[(args.command, getattr(args, "action", None))]
     from awaken_stdio.contract.errors import AwakenError
@@ -255,8 +257,7 @@ async def _runs_show(args: argparse.Namespace, store: Store) -> int:
 
 @_with_store
 async def _sessions_list(args: argparse.Namespace, store: Store) -> int:
-    cwd = os.path.abspath(args.cwd) if args.cwd else None
-    page = await store.list_sessions(cwd=cwd, limit=args.limit)
+    page = await store.list_sessions(cwd=args.cwd, limit=args.limit)
     if args.json:
         _print_json([session_json(s) for s in page.items])
         return 0

@@ -243,16 +243,17 @@ class MutationBatch:
     def __len__(self) -> int:
         return len(self.ops)
 
-    def _check_base(self, other: MutationBatch) -> None:
-        if self.base_revision is not None and other.base_revision is not None:
-            if self.base_revision != other.base_revision:
-                raise MutationBaseRevisionMismatch(self.base_revision, other.base_revision)
-        elif self.base_revision is None:
-            self.base_revision = other.base_revision
+    def _merged_base(self, other: MutationBatch) -> int | None:
+        """The base revision of the combination: both must agree if both are set, a one-sided one is adopted."""
+        if self.base_revision is None:
+            return other.base_revision
+        if other.base_revision is not None and self.base_revision != other.base_revision:
+            raise MutationBaseRevisionMismatch(self.base_revision, other.base_revision)
+        return self.base_revision
 
     def extend(self, other: MutationBatch) -> MutationBatch:
         """Append ``other``'s ops after ours (sequential composition)."""
-        self._check_base(other)
+        self.base_revision = self._merged_base(other)
         self.ops.extend(other.ops)
         return self
 
@@ -264,13 +265,14 @@ class MutationBatch:
         ``strategy`` maps a key name to its registered merge strategy (unregistered keys: exclusive); without it
         the key objects' own ``merge`` decides.
         """
-        self._check_base(other)
-        mine = {k.key: k for _, k, _ in self.ops}
+        base = self._merged_base(other)
+        mine = {k.key for _, k, _ in self.ops}
         for _, k, _ in other.ops:
             if k.key in mine:
                 merge = strategy(k.key) if strategy is not None else k.merge
                 if merge != "commutative":
                     raise ParallelMergeConflict(k.key)
+        self.base_revision = base
         self.ops.extend(other.ops)
         return self
 

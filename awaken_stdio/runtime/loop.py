@@ -274,6 +274,15 @@ class AgentLoop:
             new = replace(state, status=status, resume_input=decision, updated_at=now_ms())
             cmd.update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(new))
             targets.append(state.call_id)
+            for plugin in self.agent.plugins:
+                make = self.ctx(
+                    Phase.TOOL_GATE,
+                    tool_name=state.tool_name,
+                    tool_call_id=state.call_id,
+                    tool_args=state.arguments,
+                    resume_input=decision,
+                )
+                await plugin.on_decision(make(), decision)
         await self.commit(cmd)
         return sorted(targets)
 

@@ -192,6 +192,13 @@ class Plugin:
     def on_deactivate(self, batch: MutationBatch) -> None:
         """Clean up state when the agent is switched away from."""
 
+    async def on_decision(self, ctx: PhaseContext, decision: ToolCallResume) -> None:
+        """A person decided on a suspended call (``ctx.tool_*`` name it), from whichever surface.
+
+        Called once per applied decision, before the call is replayed or cancelled; e.g. the permission plugin
+        remembers "always" answers here.
+        """
+
     def config_schema(self) -> dict[str, Any] | None:
         """JSON Schema of this plugin's section in an agent definition (``AgentSpec.sections[name]``)."""
         return None

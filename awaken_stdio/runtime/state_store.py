@@ -14,6 +14,7 @@ from typing import Any
 
 from awaken_stdio.contract.errors import (
     KeyAlreadyRegistered,
+    ParallelMergeConflict,
     PluginAlreadyInstalled,
     PluginNotInstalled,
     RevisionConflict,
@@ -30,7 +31,13 @@ from awaken_stdio.contract.state import (
     UnknownKeyPolicy,
 )
 
-__all__ = ["CommitEvent", "CommitHook", "StateStore"]
+__all__ = [
+    "CommitEvent",
+    "CommitHook",
+    "StateStore",
+    "collect_all_touched_keys",
+    "validate_parallel_state_batches",
+]
 
 log = logging.getLogger(__name__)
 _MISSING: Any = object()
@@ -101,7 +108,10 @@ class StateStore:
         self._plugins[name] = [k.key for k in keys]
 
     def uninstall_plugin(self, name: str) -> None:
-        """Clear the plugin's keys (except ``retain_on_uninstall`` ones) in one commit, then unregister them."""
+        """Clear the plugin's keys (except ``retain_on_uninstall`` ones) in one commit, then unregister them all.
+
+        A retained value stays in the state, unregistered, until the plugin is installed again.
+        """
         owned = self._plugins.pop(name, None)
         if owned is None:
             raise PluginNotInstalled(name)
@@ -112,8 +122,7 @@ class StateStore:
                 batch.clear(key)
         self.commit(batch)
         for key_name in owned:
-            if not self._keys[key_name].retain_on_uninstall:
-                del self._keys[key_name]
+            del self._keys[key_name]
 
     def add_commit_hook(self, hook: CommitHook) -> None:
         self._hooks.append(hook)
@@ -213,3 +222,29 @@ class StateStore:
             values = dict(self._snapshot.ext.raw())
             values.update(decoded)
             self._snapshot = Snapshot(self._snapshot.revision, StateMap(values))
+
+
+# -- parallel tool batches ------------------------------------------------------------------------------------------
+
+
+def collect_all_touched_keys(batches: Iterable[tuple[str, Iterable[str]]]) -> list[str]:
+    """Every key the ``(call_id, touched keys)`` batches touch, once each, in first-seen order."""
+    return list(dict.fromkeys(key for _, keys in batches for key in keys))
+
+
+def validate_parallel_state_batches(
+    batches: Iterable[tuple[str, Iterable[str]]], strategy: Callable[[str], MergeStrategy]
+) -> None:
+    """Check that tool calls run in parallel did not write the same exclusive key.
+
+    ``batches`` are ``(call_id, touched keys)`` pairs (``MutationBatch.touched_keys``), ``strategy`` usually
+    ``StateStore.strategy``. The first key (in first-seen order) written by two calls is reported with its first two
+    writers. A call touching a key several times is one writer.
+    """
+    owners: dict[str, list[str]] = {}
+    for call_id, keys in batches:
+        for key in dict.fromkeys(keys):
+            owners.setdefault(key, []).append(call_id)
+    for key, calls in owners.items():
+        if len(calls) > 1 and strategy(key) == "exclusive":
+            raise ParallelMergeConflict(key, (calls[0], calls[1]))

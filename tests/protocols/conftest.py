@@ -52,7 +52,6 @@ class Wire:
         self.writer = MemoryWriter(from_peer_tx)
         self._buffer = b""
         self.raw_lines: list[bytes] = []
-        self._lines: list[bytes] = []  # split off by read_available() but not yet returned
 
     async def send(self, message: Any) -> None:
         await self.send_raw(json.dumps(message).encode() + b"\n")
@@ -93,16 +92,17 @@ class Wire:
 
     def read_available(self) -> list[dict[str, Any]]:
         """Every whole line written so far, without waiting (for after ``run`` has returned)."""
+        self.drain()
+        *lines, self._buffer = self._buffer.split(b"\n")
+        self.raw_lines.extend(lines)
+        return [json.loads(line) for line in lines]
+
+    def drain(self) -> None:
         while True:
             try:
                 self._buffer += self.from_peer.receive_nowait()
             except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                break
-        *lines, self._buffer = self._buffer.split(b"\n")
-        self._lines.extend(lines)
-        out, self._lines = self._lines, []
-        self.raw_lines.extend(out)
-        return [json.loads(line) for line in out]
+                return
 
     def close(self) -> None:
         for stream in (self.to_peer, self.reader.stream, self.writer.stream, self.from_peer):
@@ -123,7 +123,7 @@ async def _serving(peer: JsonRpcPeer, *, timeout: float = 5.0) -> AsyncIterator[
                 yield wire
                 wire.close_input()
     finally:
-        wire.read_available()  # keep what the peer wrote last, for the test to read after run() returned
+        wire.drain()  # keep what the peer wrote last, for the test to read after run() returned
         wire.close()
 
 

@@ -169,19 +169,21 @@ async def test_a_second_run_on_an_active_thread_is_refused() -> None:
     release = anyio.Event()
 
     async def slow(request: InferenceRequest, index: int) -> dict[str, Any]:
-        await release.wait()
+        if request.messages[-1].text == "one":
+            await release.wait()
         return turn("finally")
 
     runtime = make_runtime(slow)
     rec = Recorder()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(runtime.run, RunActivation([Message.user("one")], thread_id="t"), rec)
-        await rec.wait_for(StepStart)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runtime.run, RunActivation([Message.user("one")], thread_id="t"), rec)
+            await rec.wait_for(StepStart)
 
-        with pytest.raises(ThreadAlreadyRunning, match="thread already has an active run"):
-            await runtime.run(RunActivation([Message.user("two")], thread_id="t"))
-        other = await runtime.run_to_completion(RunActivation([Message.user("elsewhere")], thread_id="u"))
-        release.set()
+            with pytest.raises(ThreadAlreadyRunning, match="thread already has an active run"):
+                await runtime.run(RunActivation([Message.user("two")], thread_id="t"))
+            other = await runtime.run_to_completion(RunActivation([Message.user("elsewhere")], thread_id="u"))
+            release.set()
 
     assert other.response == "finally"
     assert rec.types()[-1] == "run_finish"

@@ -235,8 +235,6 @@ def test_retained_key_survives_uninstall_and_reinstall() -> None:
     store.uninstall_plugin("test")
     assert store.snapshot().get(RETAINED) == "seed"
     assert not store.snapshot().has(COUNTER)
-    store.clear_run_scoped()  # a retained value outlives its plugin, whatever happens to run-scoped keys
-    assert store.snapshot().get(RETAINED) == "seed"
     store.install_plugin("test", [COUNTER, RETAINED])
     assert store.snapshot().get(RETAINED) == "seed"
     commit(store, (RETAINED, "updated"))
