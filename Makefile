@@ -29,3 +29,10 @@ bench: $(PY)
 schemas: $(PY)
 	$(PY) -m awaken_stdio config schema > schemas/config.schema.json
 	$(PY) -m awaken_stdio.providers.scripted --schema > schemas/scripted-model.schema.json
+
+# A throwaway PostgreSQL server in .pg/ for the store tests and benchmarks: eval "$$(make -s pg-up)"
+pg-up:
+	@scripts/pg-test-server.sh start
+
+pg-down:
+	@scripts/pg-test-server.sh stop

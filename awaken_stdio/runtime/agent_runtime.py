@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -41,8 +41,10 @@ class _ActiveRun:
     run_id: str | None = None
     loop: AgentLoop | None = None
     send: anyio.abc.ObjectSendStream[Decisions] | None = None
+    receive: anyio.abc.ObjectReceiveStream[Decisions] | None = None
     cancel: CancelToken | None = None
     cancel_requested: bool = False
+    finished: anyio.Event = field(default_factory=anyio.Event)
 
 
 class AgentRuntime:
@@ -160,9 +162,11 @@ class AgentRuntime:
                 loop.cancel_scope.cancel()
             return await loop.run()
         finally:
-            if active.send is not None:
+            if active.send is not None and active.receive is not None:
                 active.send.close()
+                active.receive.close()
             del self._active[thread_id]
+            active.finished.set()
 
     async def run_to_completion(self, activation: RunActivation | str) -> AgentRunResult:
         return await self.run(activation, None)
@@ -180,10 +184,8 @@ class AgentRuntime:
         agent = self.resolve(agent_id)
         record = await self._run_record(activation, thread_id, agent_id, latest)
         active.run_id = record.run_id
-        send = receive = None
         if activation.wait_for_decisions:
-            send, receive = anyio.create_memory_object_stream[Decisions](64)
-        active.send = send
+            active.send, active.receive = anyio.create_memory_object_stream[Decisions](64)
         active.cancel = CancelToken()
         loop = AgentLoop(
             agent=agent,
@@ -195,9 +197,11 @@ class AgentRuntime:
             thread_state=loaded.state if loaded else None,
             store=self.store,
             sink=sink,
-            decisions=receive,
+            decisions=active.receive,
             cancel=active.cancel,
         )
+        if activation.decisions:
+            loop.check_decisions(activation.decisions)
         active.loop = loop
         return loop
 
@@ -272,12 +276,12 @@ class AgentRuntime:
         return True
 
     async def cancel_and_wait(self, thread_id: str, timeout_s: float = 5.0) -> bool:
-        if not await self.cancel(thread_id):
+        active = self._active.get(thread_id)
+        if active is None or not await self.cancel(thread_id):
             return False
         with anyio.move_on_after(timeout_s):
-            while thread_id in self._active:
-                await anyio.sleep(0.005)
-        return thread_id not in self._active
+            await active.finished.wait()
+        return active.finished.is_set()
 
     async def send_decisions(self, thread_id: str, decisions: Decisions) -> bool:
         """Deliver decisions to the live run of ``thread_id``; False when it has no live decision channel."""
@@ -308,4 +312,3 @@ def _persisted_agent(loaded: LoadedThread | None) -> str | None:
         if isinstance(agent, str) and agent:
             return agent
     return loaded.latest_run.agent_id if loaded.latest_run else None
-

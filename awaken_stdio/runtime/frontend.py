@@ -18,7 +18,9 @@ class FrontEndTool(Tool):
         if ctx.resume_input is not None:
             return ToolResult.success(self.name, ctx.resume_input.result)
         ticket = SuspendTicket(
-            Suspension(f"suspend_{ctx.call_id}", f"tool:{self.name}", f"Waiting for the client to run '{self.name}'", args),
+            Suspension(
+                f"suspend_{ctx.call_id}", f"tool:{self.name}", f"Waiting for the client to run '{self.name}'", args
+            ),
             PendingToolCall(ctx.call_id, self.name, args),
             "use_decision_as_tool_result",
         )

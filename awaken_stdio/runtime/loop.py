@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from awaken_stdio.contract.errors import DecisionTargetNotFound, ProviderError, VersionConflict
+from awaken_stdio.contract.errors import DecisionTargetNotFound, ProviderError, ToolError, VersionConflict
 from awaken_stdio.contract.events import (
     AgentEvent,
     ErrorEvent,
@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 
 _GATE_PRIORITY = {Block: 3, Suspend: 2, SetResult: 1}
 _CHECKPOINT_RETRIES = 8
+_RAW_ARGUMENTS = "__raw_arguments"  # what StreamAccumulator keeps of arguments that did not parse
 SUPERSEDED = "[tool call superseded by a new user message]"
 
 
@@ -183,13 +184,21 @@ class AgentLoop:
     async def run(self) -> AgentRunResult:
         termination: TerminationReason | None = None
         error: BaseException | None = None
-        with self.cancel_scope:
-            try:
-                termination = await self._run()
-            except _StopRun as stop:
-                termination = stop.termination
-            except Exception as exc:
-                error = exc
+        try:
+            with self.cancel_scope:
+                try:
+                    termination = await self._run()
+                except _StopRun as stop:
+                    termination = stop.termination
+                except Exception as exc:
+                    error = exc
+        except anyio.get_cancelled_exc_class():
+            # Cancelled from outside (the caller's scope, a delegating parent's tool task): record the run
+            # cancelled like ``AgentRuntime.cancel`` does, then let the cancellation go on.
+            self.cancel.cancel()
+            with anyio.CancelScope(shield=True):
+                await self._finish(TerminationReason.cancelled())
+            raise
         if self.cancel_scope.cancelled_caught or (termination is None and error is None):
             termination = TerminationReason.cancelled()
         with anyio.CancelScope(shield=True):
@@ -247,25 +256,31 @@ class AgentLoop:
         cmd = StateCommand()
         for s in sorted(self.tool_states().values(), key=lambda s: s.call_id):
             if s.status == "suspended":
-                cmd.update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(replace(s, status="cancelled", updated_at=now_ms())))
+                cmd.update(
+                    TOOL_CALL_STATES, ToolCallStatesUpdate.put(replace(s, status="cancelled", updated_at=now_ms()))
+                )
                 self.messages.append(Message.tool(s.call_id, SUPERSEDED, internal=True))
         await self.commit(cmd)
 
-    async def _apply_decisions(self, decisions: list[tuple[str, ToolCallResume]], *, strict: bool = True) -> list[str]:
+    def check_decisions(self, decisions: list[tuple[str, ToolCallResume]]) -> None:
+        """Refuse an activation whose decisions name no call of the thread, before the run starts or changes."""
+        states = self.tool_states()
+        for target, _ in decisions:
+            if _decision_target(states, target) is None:
+                raise DecisionTargetNotFound(target)
+
+    async def _apply_decisions(self, decisions: list[tuple[str, ToolCallResume]]) -> list[str]:
         """Move each targeted suspended call to resuming (resume) or cancelled (cancel); returns the call ids.
 
-        ``strict`` (decisions that start an activation) fails on an unknown target; live decisions for a call
-        this run does not know are logged and dropped, so a stale answer cannot kill a run.
+        An activation's decisions were checked by :meth:`check_decisions`; live decisions for a call this run does
+        not know are logged and dropped, so a stale answer cannot kill a run.
         """
         states = self.tool_states()
-        by_suspension = {s.suspension_id: s for s in states.values() if s.suspension_id}
         cmd = StateCommand()
         targets: list[str] = []
         for target, decision in decisions:
-            state = states.get(target) or by_suspension.get(target)
-            if state is None or state.status not in ("suspended", "resuming", "cancelled"):
-                if strict:
-                    raise DecisionTargetNotFound(target)
+            state = _decision_target(states, target)
+            if state is None:
                 log.warning("run %s: dropping a decision for unknown call or suspension %s", self.run_id, target)
                 continue
             if state.status != "suspended" or state.call_id in targets:
@@ -355,7 +370,9 @@ class AgentLoop:
         if response.tool_calls and spec.max_rounds and self.inferences >= spec.max_rounds:
             return TerminationReason.stopped("max_rounds", f"reached {spec.max_rounds} rounds")
         if spec.max_tokens is not None and self.usage.total_tokens >= spec.max_tokens:
-            return TerminationReason.stopped("token_budget", f"used {self.usage.total_tokens} of {spec.max_tokens} tokens")
+            return TerminationReason.stopped(
+                "token_budget", f"used {self.usage.total_tokens} of {spec.max_tokens} tokens"
+            )
         if spec.timeout_s is not None and time.monotonic() - self.started >= spec.timeout_s:
             return TerminationReason.stopped("timeout", f"ran longer than {spec.timeout_s:g} s")
         return None
@@ -499,8 +516,7 @@ class AgentLoop:
                 await self._suspend_call(call, decision.ticket, f"Tool '{call.name}' suspended: awaiting approval")
             else:
                 await self._commit_call(await self._after_tool(call, tool, decision.result, StateCommand()))
-        if not await flush():
-            return None
+        await flush()
         return None
 
     async def _interrupt(self, calls: tuple[ToolCall, ...] | list[ToolCall]) -> None:
@@ -525,7 +541,9 @@ class AgentLoop:
             emit=self.emit if self.sink is not None else None,
         )
 
-    async def _invoke(self, call: ToolCall, snapshot: Snapshot | None, state: ToolCallState | None = None) -> CallResult:
+    async def _invoke(
+        self, call: ToolCall, snapshot: Snapshot | None, state: ToolCallState | None = None
+    ) -> CallResult:
         tool = self._tool(call.name)
         if tool is None:
             return CallResult(call, ToolResult.error(call.name, f"tool '{call.name}' not found"))
@@ -545,7 +563,10 @@ class AgentLoop:
         ctx = self._call_context(call, snapshot or self.state.snapshot(), state)
         command = StateCommand()
         try:
-            args = tool.validate_args(call.arguments if isinstance(call.arguments, dict) else {})
+            args = call.arguments if isinstance(call.arguments, dict) else {}
+            if _RAW_ARGUMENTS in args:  # the model's arguments were not JSON: let it fix them, never run on junk
+                raise ToolError(f"not valid JSON: {args[_RAW_ARGUMENTS]}", "invalid_arguments")
+            args = tool.validate_args(args)
             out = await tool.execute(args, ctx)
             if isinstance(out, ToolOutput):
                 result, command = out.result, out.command
@@ -561,7 +582,12 @@ class AgentLoop:
         return await self._after_tool(call, tool, result, command, resume)
 
     async def _after_tool(
-        self, call: ToolCall, tool: Tool, result: ToolResult, command: StateCommand, resume: ToolCallResume | None = None
+        self,
+        call: ToolCall,
+        tool: Tool,
+        result: ToolResult,
+        command: StateCommand,
+        resume: ToolCallResume | None = None,
     ) -> CallResult:
         after = await self.engine.collect_commands(
             Phase.AFTER_TOOL_EXECUTE,
@@ -583,7 +609,8 @@ class AgentLoop:
         if result.is_pending:
             ticket = result.suspension or _default_ticket(call)
             await self.commit(outcome.command)
-            await self._suspend_call(call, ticket, result.message or f"Tool '{call.name}' suspended: awaiting decision")
+            message = result.message or f"Tool '{call.name}' suspended: awaiting decision"
+            await self._suspend_call(call, ticket, message, result.metadata)
             return
         status = "failed" if result.is_error else "succeeded"
         previous = self.tool_states().get(call.id)
@@ -599,7 +626,9 @@ class AgentLoop:
         else:
             await self.emit(ToolCallDone(call.id, message.id, result, status))
 
-    async def _suspend_call(self, call: ToolCall, ticket: SuspendTicket, message: str) -> None:
+    async def _suspend_call(
+        self, call: ToolCall, ticket: SuspendTicket, message: str, metadata: dict[str, Any] | None = None
+    ) -> None:
         state = ToolCallState(
             call.id,
             call.name,
@@ -612,7 +641,7 @@ class AgentLoop:
             ticket,
         )
         await self.commit(StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state)))
-        result = ToolResult.suspended(call.name, ticket, message)
+        result = replace(ToolResult.suspended(call.name, ticket, message), metadata=dict(metadata or {}))
         await self.emit(ToolCallDone(call.id, new_id(), result, "suspended"))
 
     # -- suspension and resume ----------------------------------------------------------------------------------
@@ -650,19 +679,13 @@ class AgentLoop:
                 await self.checkpoint()
                 await self._emit_state()
             await self.emit(
-                RunFinish(self.thread_id, self.run_id, TerminationReason.suspended(), RunResult(self.response, "waiting"))
+                RunFinish(
+                    self.thread_id, self.run_id, TerminationReason.suspended(), RunResult(self.response, "waiting")
+                )
             )
             if self.decisions is None or not self.activation.wait_for_decisions:
                 return TerminationReason.suspended()
-            batch = await self.decisions.receive()
-            while True:  # everything already queued is applied together
-                try:
-                    batch = batch + self.decisions.receive_nowait()
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
-            targets = await self._apply_decisions(batch, strict=False)
-            if not targets:
-                continue
+            targets = await self._receive_decisions(self.decisions)
             await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_running()))
             self.record.waiting = None
             await self.emit(RunStart(self.thread_id, self.run_id, self.agent.id, self.activation.parent_run_id))
@@ -672,6 +695,21 @@ class AgentLoop:
             if not self._suspended_calls():
                 return None
             self.record.waiting = None  # recomputed for the calls still waiting
+
+    async def _receive_decisions(
+        self, decisions: anyio.abc.ObjectReceiveStream[list[tuple[str, ToolCallResume]]]
+    ) -> list[str]:
+        """Wait until decisions resolve at least one suspended call; returns the resolved call ids."""
+        while True:
+            batch = await decisions.receive()
+            while True:  # everything already queued is applied together
+                try:
+                    batch = batch + decisions.receive_nowait()
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+            targets = await self._apply_decisions(batch)
+            if targets:
+                return targets
 
     async def _replay(self, targets: list[str]) -> TerminationReason | None:
         """Report cancelled calls and re-run resuming ones through gate and tool; ``blocked`` ends the run."""
@@ -762,7 +800,9 @@ class AgentLoop:
         with anyio.CancelScope(shield=True):
             for _ in range(_CHECKPOINT_RETRIES):
                 try:
-                    await self.store.checkpoint(Checkpoint(self.thread_id, self.stored_count, new, record, thread_state))
+                    await self.store.checkpoint(
+                        Checkpoint(self.thread_id, self.stored_count, new, record, thread_state)
+                    )
                 except VersionConflict:
                     # Another writer appended to the thread meanwhile: our messages go after theirs.
                     loaded = await self.store.load_thread(self.thread_id)
@@ -777,7 +817,13 @@ class AgentLoop:
         if termination.type == "cancelled" and self.partial_text:
             text = "".join(self.partial_text)
             self.messages.append(
-                Message("assistant", (TextBlock(text),), id=self.partial_id or new_id(), run_id=self.run_id, interrupted=True)
+                Message(
+                    "assistant",
+                    (TextBlock(text),),
+                    id=self.partial_id or new_id(),
+                    run_id=self.run_id,
+                    interrupted=True,
+                )
             )
             self.partial_text = []
         if termination.type == "cancelled":
@@ -848,6 +894,14 @@ def _default_ticket(call: ToolCall) -> SuspendTicket:
     )
 
 
+def _decision_target(states: dict[str, ToolCallState], target: str) -> ToolCallState | None:
+    """The call a decision targets, by call id or suspension id, if it is (or was just) waiting for one."""
+    state = states.get(target) or next((s for s in states.values() if s.suspension_id == target), None)
+    if state is None or state.status not in ("suspended", "resuming", "cancelled"):
+        return None
+    return state
+
+
 def _resumed_payload(result: ToolResult) -> Any:
     if result.is_error:
         return {"error": result.message or json.dumps(result.data, default=str)}
@@ -878,8 +932,5 @@ def _paired(messages: list[Message]) -> list[Message]:
     out: list[Message] = []
     for m in messages:
         out.append(m)
-        for c in m.tool_calls:
-            if c.id not in answered:
-                out.append(Message.tool(c.id, INTERRUPTED, internal=True))
+        out.extend(Message.tool(c.id, INTERRUPTED, internal=True) for c in m.tool_calls if c.id not in answered)
     return out
-

@@ -83,31 +83,44 @@ class PhaseEngine:
 
     # -- running phases -----------------------------------------------------------------------------------------
 
+    def _fresh_ctx(self, make_ctx: Callable[[], PhaseContext]) -> PhaseContext:
+        """A context on the store's current snapshot, whatever snapshot the factory would hand out."""
+        ctx = make_ctx()
+        ctx.snapshot = self.store.snapshot()
+        return ctx
+
     async def _gather(
         self, hooks: list[tuple[str, PhaseHook]], make_ctx: Callable[[], PhaseContext]
-    ) -> list[StateCommand]:
-        if len(hooks) == 1:
-            cmd = await hooks[0][1](make_ctx())
-            return [cmd] if cmd is not None else []
-        results: list[StateCommand | None] = [None] * len(hooks)
-        ctx_snapshot = make_ctx()
+    ) -> list[tuple[int, StateCommand]]:
+        """Run the hooks concurrently on one snapshot: ``(registration index, command)`` for each that returned one.
+
+        A failing hook's own exception is raised (the first in registration order), not an exception group.
+        """
+        snapshot = self.store.snapshot()
+        results: list[StateCommand | Exception | None] = [None] * len(hooks)
 
         async def one(i: int, hook: PhaseHook) -> None:
             ctx = make_ctx()
-            ctx.snapshot = ctx_snapshot.snapshot
-            results[i] = await hook(ctx)
+            ctx.snapshot = snapshot
+            try:
+                results[i] = await hook(ctx)
+            except Exception as exc:
+                results[i] = exc
 
         async with anyio.create_task_group() as tg:
             for i, (_, hook) in enumerate(hooks):
                 tg.start_soon(one, i, hook)
-        return [r for r in results if r is not None]
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return [(i, r) for i, r in enumerate(results) if isinstance(r, StateCommand)]
 
     async def collect_commands(self, phase: Phase, make_ctx: Callable[[], PhaseContext]) -> StateCommand:
         """Gather the hooks' commands merged strictly: an exclusive overlap is an error here."""
         hooks = self.hooks_for(phase)
         if not hooks:
             return StateCommand()
-        return self.store.merge_all_commands(await self._gather(hooks, make_ctx))
+        return self.store.merge_all_commands(cmd for _, cmd in await self._gather(hooks, make_ctx))
 
     async def run_phase(self, phase: Phase, make_ctx: Callable[[], PhaseContext]) -> None:
         """Run the phase's hooks (with the exclusive-conflict fallback), then its scheduled actions."""
@@ -118,29 +131,10 @@ class PhaseEngine:
             await self._run_actions(phase, make_ctx)
 
     async def _run_hooks(self, hooks: list[tuple[str, PhaseHook]], make_ctx: Callable[[], PhaseContext]) -> None:
-        if len(hooks) == 1:
-            cmd = await hooks[0][1](make_ctx())
-            if cmd is not None:
-                await self.submit(cmd)
-            return
-        commands: list[tuple[int, StateCommand]] = []
-        results: list[StateCommand | None] = [None] * len(hooks)
-        snapshot = self.store.snapshot()
-
-        async def one(i: int, hook: PhaseHook) -> None:
-            ctx = make_ctx()
-            ctx.snapshot = snapshot
-            results[i] = await hook(ctx)
-
-        async with anyio.create_task_group() as tg:
-            for i, (_, hook) in enumerate(hooks):
-                tg.start_soon(one, i, hook)
-        commands = [(i, c) for i, c in enumerate(results) if c is not None]
-
         batch = StateCommand()
         claimed: set[str] = set()
         deferred: list[int] = []
-        for i, cmd in commands:
+        for i, cmd in await self._gather(hooks, make_ctx):
             exclusive = {k.key for _, k, _ in cmd.patch.ops if self.store.strategy(k.key) == "exclusive"}
             if exclusive & claimed:
                 deferred.append(i)
@@ -149,7 +143,7 @@ class PhaseEngine:
             batch.extend(cmd)  # commutative overlaps simply concatenate
         await self.submit(batch)
         for i in deferred:  # re-run on the state that includes the earlier writers' commit
-            cmd = await hooks[i][1](make_ctx())
+            cmd = await hooks[i][1](self._fresh_ctx(make_ctx))
             if cmd is not None:
                 await self.submit(cmd)
 
@@ -165,15 +159,23 @@ class PhaseEngine:
             due_ids = {q.id for q in due}
             self.pending = [q for q in self.pending if q.id not in due_ids]
             for q in sorted(due, key=lambda q: q.id):
-                handler = self.actions[q.action.name][1]
-                try:
-                    cmd = await handler(make_ctx(), q.action.payload)
-                except Exception as exc:
-                    log.exception("scheduled action %s failed", q.action.name)
-                    self.failed_actions.append((q.action, str(exc)))
-                    continue
-                if cmd is not None:
-                    await self.submit(cmd)
+                await self._run_action(q.action, make_ctx)
+
+    async def _run_action(self, action: ScheduledAction, make_ctx: Callable[[], PhaseContext]) -> None:
+        """Run one action and submit its command; any failure dead-letters the action instead of ending the phase."""
+        try:
+            cmd = await self.actions[action.name][1](self._fresh_ctx(make_ctx), action.payload)
+        except Exception as exc:
+            log.exception("scheduled action %s failed", action.name)
+            self.failed_actions.append((action, str(exc)))
+            return
+        if cmd is None:
+            return
+        try:
+            await self.submit(cmd)
+        except Exception as exc:
+            log.warning("scheduled action %s returned a command that cannot be submitted: %s", action.name, exc)
+            self.failed_actions.append((action, f"failed to submit action command: {exc}"))
 
 
 def index_hooks(hooks: list[tuple[str, Phase, PhaseHook]]) -> dict[Phase, list[tuple[str, PhaseHook]]]:

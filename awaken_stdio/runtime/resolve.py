@@ -53,11 +53,12 @@ def resolve_agent(runtime: AgentRuntime, agent_id: str) -> ResolvedAgent:
     for plugin in plugins:
         registrar.install(plugin)
 
-    tools: dict[str, Tool] = {}
     patterns = spec.tools or []
-    for name, tool in runtime.tools.items():
-        if matches_any(name, patterns) and not matches_any(name, spec.excluded_tools):
-            tools[name] = tool
+    tools: dict[str, Tool] = {
+        name: tool
+        for name, tool in runtime.tools.items()
+        if matches_any(name, patterns) and not matches_any(name, spec.excluded_tools)
+    }
     for name, tool in registrar.tools.items():
         if name in tools:
             raise ToolAlreadyRegistered(name)

@@ -186,11 +186,11 @@ async def _connect(path: str, *pragmas: str) -> aiosqlite.Connection:
 
 
 async def _rollback(db: aiosqlite.Connection) -> None:
-    # Shielded: after a cancel the transaction must still end before the lock is released. Queued behind the
-    # interrupted statement on the connection's thread, it runs once that statement is done.
+    """End whatever transaction is open, even after a cancel: queued behind the interrupted statement on the
+    connection's thread, it runs once that statement is done, and (sqlite3's ``rollback``) is a no-op when no
+    transaction is open, so a ``BEGIN`` still in the queue when we were cancelled is covered too."""
     with anyio.CancelScope(shield=True), suppress(sqlite3.Error):
-        if db.in_transaction:
-            await db.execute("ROLLBACK")
+        await db.rollback()
 
 
 class SqliteStore(SqlStore):
@@ -234,8 +234,8 @@ class SqliteStore(SqlStore):
             raise _translate(exc, self.path) from exc
 
     async def _transaction(self, db: aiosqlite.Connection, tx: Tx, begin: str, fn: Callable[[Tx], Awaitable[T]]) -> T:
-        await db.execute(begin)
         try:
+            await db.execute(begin)
             result = await fn(tx)
             await db.execute("COMMIT")
         except BaseException:

@@ -28,7 +28,7 @@ def pg_server_url() -> str:
     if not url:
         if os.environ.get("CI"):
             pytest.fail(f"{PG_ENV} is not set: CI must run the PostgreSQL store tests (scripts/pg-test-server.sh)")
-        pytest.skip(f"no PostgreSQL server: set {PG_ENV} (eval \"$(scripts/pg-test-server.sh start)\")")
+        pytest.skip(f'no PostgreSQL server: set {PG_ENV} (eval "$(scripts/pg-test-server.sh start)")')
     return url
 
 

@@ -47,7 +47,9 @@ async def schema(url: str) -> list[tuple[Any, ...]]:
         "SELECT table_name, column_name, data_type, is_nullable, column_default, collation_name "
         "FROM information_schema.columns WHERE table_schema = current_schema() ORDER BY table_name, column_name",
     )
-    indexes = await raw(url, "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() ORDER BY 1")
+    indexes = await raw(
+        url, "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() ORDER BY 1"
+    )
     return columns + indexes
 
 
@@ -113,7 +115,7 @@ async def test_a_newer_database_is_refused_and_left_alone(sql_url: str) -> None:
 
 async def test_another_programs_database_is_refused_untouched(sql_url: str) -> None:
     await raw(sql_url, "CREATE TABLE customers (id INTEGER PRIMARY KEY)")
-    with pytest.raises(StoreUnavailable, match="is not an awaken-stdio database .*customers"):
+    with pytest.raises(StoreUnavailable, match=r"is not an awaken-stdio database .*customers"):
         await open_store(sql_url)
     assert [r for r in await schema(sql_url) if "awaken_meta" in str(r)] == []
 

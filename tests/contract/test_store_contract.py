@@ -47,7 +47,7 @@ async def commit(store: Store, thread_id: str, expected: int, texts: list[str], 
 def rich_message() -> Message:
     return Message(
         "assistant",
-        (TextBlock("héllo ✓ \u0000 \"q\""), ImageBlock("aGk=", "image/png"), ResourceLinkBlock("file:///a", "a", size=3)),
+        (TextBlock('héllo ✓ \u0000 "q"'), ImageBlock("aGk=", "image/png"), ResourceLinkBlock("file:///a", "a", size=3)),
         (ToolCall("call_1", "write_file", {"path": "a.txt", "content": "x", "n": [1, 2.5, None, True]}),),
         thinking=(ThinkingBlock("hmm", signature="sig"), ThinkingBlock("", redacted=True)),
         id="msg-rich",
@@ -60,7 +60,9 @@ def rich_message() -> Message:
 
 
 def rich_run() -> RunRecord:
-    ticket = WaitingTicket("perm_call_1", "call_1", "write_file", {"path": "a"}, "replay_tool_call", "tool:Permission", "ok?", 7)
+    ticket = WaitingTicket(
+        "perm_call_1", "call_1", "write_file", {"path": "a"}, "replay_tool_call", "tool:Permission", "ok?", 7
+    )
     return run(
         status="waiting",
         parent_run_id="parent",
@@ -79,6 +81,11 @@ def rich_run() -> RunRecord:
 
 
 # -- threads and checkpoints ---------------------------------------------------------------------------------
+
+
+async def test_every_backend_implements_the_protocol(store: Store) -> None:
+    assert isinstance(store, Store)
+    assert store.url.split(":", 1)[0] in ("memory", "file", "sqlite", "postgresql")
 
 
 async def test_unknown_entries_read_as_absent(store: Store) -> None:
@@ -195,7 +202,9 @@ async def test_save_thread_upserts_but_never_sets_the_message_count(store: Store
     assert loaded is not None
     assert loaded.messages == [] and loaded.thread.message_count == 0 and loaded.state is None
     await commit(store, "t1", 0, ["a"])
-    t = ThreadRecord("t1", title="second", agent_id="a2", parent_thread_id="p", metadata={"b": [2]}, created_at=5, updated_at=6)
+    t = ThreadRecord(
+        "t1", title="second", agent_id="a2", parent_thread_id="p", metadata={"b": [2]}, created_at=5, updated_at=6
+    )
     await store.save_thread(t)
     loaded = await store.load_thread("t1")
     assert loaded is not None
@@ -376,8 +385,18 @@ async def test_profile_entries(store: Store) -> None:
 
 async def test_sessions(store: Store) -> None:
     s1 = SessionRecord(
-        "s1", "t1", "/w/a", "coder", "Title", "plan", "main", ["/extra"], [{"name": "everything", "command": "npx"}],
-        "acp", 1, 10,
+        "s1",
+        "t1",
+        "/w/a",
+        "coder",
+        "Title",
+        "plan",
+        "main",
+        ["/extra"],
+        [{"name": "everything", "command": "npx"}],
+        "acp",
+        1,
+        10,
     )
     await store.save_session(s1)
     assert await store.load_session("s1") == s1

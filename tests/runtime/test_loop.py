@@ -15,7 +15,6 @@ from awaken_stdio.contract.messages import Message
 from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.loop import SUPERSEDED
 from awaken_stdio.runtime.runtime_keys import TOOL_CALL_STATES
-from awaken_stdio.stores.memory import MemoryStore
 from tests.runtime.helpers import (
     COUNTER,
     THREAD_COUNTER,

@@ -102,7 +102,7 @@ def test_merge_parallel_rejects_exclusive_overlap_and_changes_nothing(
 
 
 def test_merge_parallel_treats_an_unregistered_key_as_exclusive(store: StateStore) -> None:
-    with pytest.raises(ParallelMergeConflict, match="batch.unregistered"):
+    with pytest.raises(ParallelMergeConflict, match=r"batch\.unregistered"):
         store.merge_parallel(batch((UNREGISTERED_COMM, 1)), batch((UNREGISTERED_COMM, 2)))
 
 
@@ -172,9 +172,7 @@ ALL_EXCLUSIVE = by_name(set())
         pytest.param([("call_1", ["any", "keys"])], set(), id="single-batch"),
         pytest.param([("call_1", ["alpha"]), ("call_2", ["beta"])], set(), id="disjoint"),
         pytest.param([(f"call_{i}", ["shared"]) for i in range(3)], {"shared"}, id="commutative-any-writers"),
-        pytest.param(
-            [("call_1", ["counter", "config"]), ("call_2", ["counter"])], {"counter"}, id="mixed-strategies"
-        ),
+        pytest.param([("call_1", ["counter", "config"]), ("call_2", ["counter"])], {"counter"}, id="mixed-strategies"),
         pytest.param([("call_1", ["x", "x"])], set(), id="one-call-twice-is-one-writer"),
     ],
 )

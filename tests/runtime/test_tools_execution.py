@@ -94,6 +94,17 @@ async def test_invalid_arguments_fail_the_call_with_the_validation_message() -> 
     assert tool_messages(log.requests[1]) == {"c1": "Invalid arguments: path is required"}
 
 
+async def test_arguments_that_are_not_json_fail_the_call_without_running_the_tool() -> None:
+    echo = FnTool("echo")
+    log = RequestLog([{"tool_calls": [{"name": "echo", "id": "c1", "arguments_json": '{"path": '}]}, turn("ok")])
+    runtime = make_runtime(log, tools=[echo])
+
+    await runtime.run_to_completion("go")
+
+    assert echo.calls == []
+    assert tool_messages(log.requests[1]) == {"c1": 'Invalid arguments: not valid JSON: {"path":'}
+
+
 async def test_the_model_reads_the_message_else_the_data_as_json() -> None:
     async def with_message(args: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
         return ToolResult.success("said", {"n": 1}, "one thing")

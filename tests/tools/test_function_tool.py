@@ -191,7 +191,7 @@ def test_explicit_metadata_and_no_docstring() -> None:
     [
         ("delete_note", {}, ("delete", False, True)),
         ("read_note", {}, ("read", False, False)),  # a guessed kind never skips the permission prompt
-        ("send_emails", {}, ("read", False, False)),  # ...because guesses are loose ("ls" in "emails")
+        ("send_emails", {}, ("other", False, False)),  # whole words only: "ls" is not in "send_emails"
         ("note", {"kind": "read"}, ("read", True, False)),
         ("note", {"kind": "search"}, ("search", True, False)),
         ("note", {"kind": "think"}, ("think", True, False)),

@@ -1,0 +1,138 @@
+"""Store benchmarks: checkpoints per second (a ten-message step), loading a 1,000-message thread, size on disk.
+
+Run by ``make bench`` (``bench/__main__.py`` calls ``run()``). SQLite and memory always; PostgreSQL when
+``AWAKEN_STDIO_TEST_PG`` names a server (a scratch database is created on it and dropped afterwards). A step is
+what the runtime commits at a step boundary: an assistant message with a tool call, the tool's result, and so on
+(ten messages of realistic size), the run record and the thread state.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from awaken_stdio.contract.inference import TokenUsage
+from awaken_stdio.contract.messages import Message, ToolCall
+from awaken_stdio.contract.state import PersistedState
+from awaken_stdio.contract.stores import Checkpoint, RunRecord, Store
+from awaken_stdio.stores import open_store
+
+CHECKPOINTS = 2000
+STEP_MESSAGES = 10
+THREAD_MESSAGES = 1000
+LOADS = 20
+_TOOL_OUTPUT = "def handler(request):\n    return respond(request.json())\n" * 8  # ~0.5 KB of file text
+
+
+def step_messages(step: int) -> list[Message]:
+    out: list[Message] = []
+    for i in range(STEP_MESSAGES // 2):
+        call = ToolCall(f"call_{step}_{i}", "read_file", {"path": f"src/module_{i}.py", "line": 1, "limit": 200})
+        out.append(Message.assistant(f"Let me look at module {i} to see how requests are handled.", [call]))
+        out.append(Message.tool(call.id, _TOOL_OUTPUT))
+    return out
+
+
+def step_checkpoint(thread_id: str, step: int, count: int) -> Checkpoint:
+    run = RunRecord(
+        f"run-{thread_id}", thread_id, "coder", status="running", steps=step, usage=TokenUsage(1200 * step, 90 * step)
+    )
+    state = PersistedState(step, {"__runtime.tool_call_states": {f"call_{step}_0": {"status": "succeeded"}}})
+    return Checkpoint(thread_id, count, step_messages(step), run, state)
+
+
+def row(benchmark: str, metric: str, value: float, unit: str) -> dict[str, Any]:
+    return {"benchmark": benchmark, "metric": metric, "value": round(value, 3), "unit": unit}
+
+
+async def checkpoints_per_second(store: Store) -> float:
+    """Built before the clock starts: this measures the store, not message construction."""
+    per_thread = THREAD_MESSAGES // STEP_MESSAGES  # a new thread every 1,000 messages, like real conversations
+    steps = [(f"bench-{n // per_thread}", n % per_thread) for n in range(CHECKPOINTS)]
+    checkpoints = [step_checkpoint(t, step + 1, step * STEP_MESSAGES) for t, step in steps]
+    start = time.perf_counter()
+    for cp in checkpoints:
+        await store.checkpoint(cp)
+    return CHECKPOINTS / (time.perf_counter() - start)
+
+
+async def load_ms(store: Store) -> float:
+    times = []
+    for _ in range(LOADS):
+        start = time.perf_counter()
+        loaded = await store.load_thread("bench-0")
+        times.append((time.perf_counter() - start) * 1000)
+        assert loaded is not None and len(loaded.messages) == THREAD_MESSAGES
+    return statistics.median(times)
+
+
+async def measure(name: str, url: str) -> list[dict[str, Any]]:
+    async with open_store(url) as store:
+        rate = await checkpoints_per_second(store)
+        load = await load_ms(store)
+    return [
+        row(name, f"checkpoints/s ({STEP_MESSAGES}-message step)", rate, "1/s"),
+        row(name, f"load a {THREAD_MESSAGES}-message thread (median)", load, "ms"),
+    ]
+
+
+def sqlite_size(path: Path) -> float:
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    return path.stat().st_size
+
+
+async def postgres_rows(server: str) -> list[dict[str, Any]]:
+    import asyncpg
+
+    name = f"awaken_bench_{uuid.uuid4().hex[:12]}"
+    url = urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
+    admin = await asyncpg.connect(server)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        rows = await measure("stores.postgresql", url)
+        conn = await asyncpg.connect(url)
+        try:
+            size = await conn.fetchval(
+                "SELECT sum(pg_total_relation_size(quote_ident(tablename))) FROM pg_tables "
+                "WHERE schemaname = current_schema()"
+            )
+        finally:
+            await conn.close()
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+    messages = CHECKPOINTS * STEP_MESSAGES
+    return [*rows, row("stores.postgresql", "size per 1,000 messages", float(size) / 1024 / (messages / 1000), "KiB")]
+
+
+async def run() -> list[dict[str, Any]]:
+    rows = await measure("stores.memory", "memory://")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.db"
+        rows += await measure("stores.sqlite", f"sqlite://{path}")
+        messages = CHECKPOINTS * STEP_MESSAGES
+        rows.append(
+            row("stores.sqlite", "size per 1,000 messages", sqlite_size(path) / 1024 / (messages / 1000), "KiB")
+        )
+    if server := os.environ.get("AWAKEN_STDIO_TEST_PG"):
+        rows += await postgres_rows(server)
+    return rows
+
+
+if __name__ == "__main__":
+    import anyio
+
+    for r in anyio.run(run):
+        print(f"{r['benchmark']:<20} {r['metric']:<45} {r['value']:>12,.3f} {r['unit']}")
