@@ -46,7 +46,7 @@ class SequentialToolExecutor(ToolExecutor):
 
     async def execute(self, calls: list[ToolCall], invoke: Invoke, commit: Commit, snapshot: Snapshot) -> bool:
         for i, call in enumerate(calls):
-            outcome = await invoke(call, snapshot)
+            outcome = await invoke(call, None)
             await commit(outcome)
             if outcome.result.is_pending:
                 for rest in calls[i + 1 :]:

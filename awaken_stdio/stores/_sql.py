@@ -189,19 +189,18 @@ class SqlStore(BaseStore, Store):
         state = dumps(cp.thread_state.to_json()) if cp.thread_state is not None else None
         run_row = _run_row(cp.run)
         first = cp.expected_message_count
+        rows = [(cp.thread_id, first + i, m.id, m.run_id, dumps(message_to_json(m))) for i, m in enumerate(cp.messages)]
 
         async def write(tx: Tx) -> None:
             now = now_ms()
+            # The guarded bump is the version check: it matches only at the expected count, and (PostgreSQL)
+            # row-locks the thread, so a concurrent checkpoint waits for us and then fails the same guard.
             if not await tx.execute(q.thread_bump, added, now, state, cp.thread_id, first):
                 row = await tx.fetchone(q.thread_count, cp.thread_id)
                 check_count(cp, row[0] if row is not None else 0)
                 if not await tx.execute(q.thread_insert, cp.thread_id, cp.run.agent_id, added, state, now):
                     raise VersionConflict(f"messages of thread {cp.thread_id}", first, "created concurrently")
-            if cp.messages:
-                rows = [
-                    (cp.thread_id, first + i, m.id, m.run_id, dumps(message_to_json(m)))
-                    for i, m in enumerate(cp.messages)
-                ]
+            if rows:
                 await tx.executemany(q.messages_insert, rows)
             await tx.execute(q.run_upsert, *run_row)
 

@@ -10,7 +10,6 @@ import anyio
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.events import AgentEvent, RunFinish, StepEnd, StepStart, ToolCallDone
 from awaken_stdio.contract.inference import InferenceRequest, ModelCapabilities, StreamChunk, TextChunk
-from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.state import StateCommand, StateKey
 from awaken_stdio.contract.stores import Store
 from awaken_stdio.contract.suspension import PendingToolCall, SuspendTicket, Suspension
@@ -93,7 +92,6 @@ class StallingModel:
         except anyio.get_cancelled_exc_class():
             self.cancelled = True
             raise
-        yield TextChunk("never")  # pragma: no cover - makes this an async generator that never gets here
 
     def capabilities(self, model: str) -> ModelCapabilities:
         return ModelCapabilities()
@@ -245,7 +243,3 @@ class FixedGate(Plugin):
 
     async def gate(self, ctx: PhaseContext) -> GateDecision | None:
         return self.decision if ctx.tool_name == self.tool else None
-
-
-def last_user_text(messages: list[Message]) -> str:
-    return next(m.text for m in reversed(messages) if m.role == "user")

@@ -5,9 +5,9 @@
     sqlite_worker.py crash DB SEED          checkpoints on three threads until killed
 
 Both print "ready" once the store is open; ``concurrent`` then waits for a line on stdin before it writes, and
-prints when it wrote (``wrote START END``) so the parent can check the two really overlapped. Checkpoint ``i`` of a thread (from 1) appends ``k`` messages whose
-metadata is ``{"cp": i, "j": j, "k": k}``, sets the run's ``steps`` and the thread state's revision to ``i``: the
-parent can then tell a checkpoint that is fully there from a torn one.
+prints when it wrote (``wrote START END``) so the parent can check the two really overlapped. Checkpoint ``i`` of a
+thread (from 1) appends ``k`` messages whose metadata is ``{"cp": i, "j": j, "k": k}``, sets the run's ``steps``
+and the thread state's revision to ``i``: the parent can then tell a checkpoint that is fully there from a torn one.
 """
 
 from __future__ import annotations

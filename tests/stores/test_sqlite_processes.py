@@ -20,7 +20,11 @@ pytestmark = pytest.mark.slow
 
 def spawn(*args: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, WORKER, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, WORKER, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
