@@ -122,6 +122,7 @@ class AgentLoop:
         self.inferences = 0
         self.started = time.monotonic()
         self.partial_text: list[str] = []
+        self._input_appended = False
         self.partial_id: str | None = None
         self.state = StateStore()
         self.engine = PhaseEngine(self.state)
@@ -217,6 +218,7 @@ class AgentLoop:
             await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_running()))
         if resumed_targets:
             blocked = await self._replay(resumed_targets)
+            self._append_input()  # after the replayed results: a tool result must follow its call
             if blocked is not None:
                 return blocked
             if self._suspended_calls():
@@ -245,12 +247,20 @@ class AgentLoop:
         await self.commit(lifecycle)
         if a.has_visible_user_message and not a.decisions:
             await self._supersede()
-        for m in a.messages:
-            self.messages.append(m if m.run_id else replace(m, run_id=self.run_id))
-            self.record.input_message_ids.append(m.id)
         if a.decisions:
-            return await self._apply_decisions(a.decisions)
+            targets = await self._apply_decisions(a.decisions)
+            if targets:
+                return targets
+        self._append_input()
         return []
+
+    def _append_input(self) -> None:
+        """Append the activation's messages (once)."""
+        if not self._input_appended:
+            self._input_appended = True
+            for m in self.activation.messages:
+                self.messages.append(m if m.run_id else replace(m, run_id=self.run_id))
+                self.record.input_message_ids.append(m.id)
 
     async def _supersede(self) -> None:
         cmd = StateCommand()

@@ -6,6 +6,10 @@ advisory lock so processes starting together migrate once. Transactions are READ
 ``UPDATE ... WHERE message_count = $n`` locks the thread row, so a concurrent checkpoint waits and then sees the new
 count (a ``VersionConflict``), never a lost append. Serialization failures and deadlocks are retried as a whole
 transaction; connection failures become ``StoreUnavailable``.
+
+The tables live in the connection's current schema, which must hold only awaken-stdio's tables (anything else is
+refused as "not an awaken-stdio database"): give it a database of its own, or a schema of its own with
+``postgresql://.../db?search_path=awaken`` (asyncpg passes unknown query parameters on as server settings).
 """
 
 from __future__ import annotations

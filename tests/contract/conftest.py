@@ -1,9 +1,8 @@
 """The ``store`` fixture: every contract test runs on memory, file, SQLite and PostgreSQL.
 
-PostgreSQL needs a server (``make pg-up`` exports nothing into your shell; run
-``eval "$(scripts/pg-test-server.sh start)"`` or set ``AWAKEN_STDIO_TEST_PG``). Without one the PostgreSQL cases
-skip with that reason locally, and fail in CI (``CI`` set), where they must run. Each PostgreSQL test gets a fresh
-database, dropped afterwards.
+PostgreSQL needs a server: ``eval "$(make -s pg-up)"`` starts a throwaway one and sets ``AWAKEN_STDIO_TEST_PG``
+(or point that variable at your own). Without one the PostgreSQL cases skip with that reason locally, and fail in
+CI (``CI`` set), where they must run. Each PostgreSQL test gets a fresh database, dropped afterwards.
 """
 
 from __future__ import annotations

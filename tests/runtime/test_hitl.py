@@ -346,3 +346,18 @@ async def test_a_resumed_run_emits_state_before_its_new_steps() -> None:
 
     assert rec.of(RunStart)[0].run_id == waiting.run_id
     assert len(rec.of(StepStart)) == 1 and len(rec.of(StateSnapshot)) == 2
+
+
+async def test_decisions_with_a_new_message_put_the_replayed_result_before_the_message() -> None:
+    runtime, guarded, log = guarded_runtime(call("guarded", {"n": 1}, id="c1"))
+    waiting = await runtime.run_to_completion(RunActivation([Message.user("go")], thread_id="t"))
+
+    await runtime.run(RunActivation([Message.user("and then?")], thread_id="t", decisions=[("c1", APPROVE)]))
+
+    loaded = await runtime.store.load_thread("t")
+    assert loaded is not None and guarded.calls == [{"n": 1}]
+    roles = [(m.role, m.tool_call_id or m.text) for m in loaded.messages]
+    call_at = next(i for i, m in enumerate(loaded.messages) if m.tool_calls)
+    assert roles[call_at + 1] == ("tool", "c1")
+    assert roles[call_at + 2] == ("user", "and then?")
+    assert waiting.run_id == loaded.latest_run.run_id if loaded.latest_run else False
