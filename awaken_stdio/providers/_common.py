@@ -1,0 +1,347 @@
+"""What the SDK-backed providers share: retries, error mapping, capability defaults, content flattening.
+
+Both SDKs are generated from the same template (``APIStatusError`` with ``status_code`` and ``response``,
+``APIConnectionError``, ``APITimeoutError``), so one :class:`ErrorMapper` handles both once it is handed the SDK's
+classes. This module imports no SDK: the provider modules do, so a missing SDK fails there with an install hint.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import anyio
+
+from awaken_stdio.contract.errors import ConfigError, ProviderError, ProviderErrorKind
+from awaken_stdio.contract.inference import ModelCapabilities, StreamChunk
+from awaken_stdio.contract.messages import (
+    AudioBlock,
+    ContentBlock,
+    ImageBlock,
+    ResourceBlock,
+    ResourceLinkBlock,
+    TextBlock,
+)
+
+__all__ = [
+    "ErrorMapper",
+    "RetryPolicy",
+    "api_key",
+    "capabilities_for",
+    "content_parts",
+    "install_hint",
+    "parse_retry_after",
+    "stream_with_retries",
+]
+
+log = logging.getLogger("awaken_stdio.providers")
+
+# Local servers (Ollama, llama.cpp...) accept any key but the SDKs insist on one.
+PLACEHOLDER_KEY = "not-needed"
+
+
+def install_hint(provider: str, exc: ImportError) -> ConfigError:
+    return ConfigError(f"the {provider} provider needs its SDK: pip install 'awaken-stdio[{provider}]' ({exc})")
+
+
+def api_key(env: Mapping[str, str], name: str, *, optional: bool) -> str:
+    """The key from ``env[name]``; ``optional`` (a custom base_url, no key variable configured) allows none."""
+    key = env.get(name, "").strip()
+    if key:
+        return key
+    if optional:
+        return PLACEHOLDER_KEY
+    raise ProviderError("unauthorized", f"{name} is not set")
+
+
+# -- capabilities ----------------------------------------------------------------------------------------------
+
+# (name prefix, context window, max output tokens, image input); the first matching prefix wins, so the more
+# specific prefixes come first. Local models' windows are what their servers usually run with, not their maximum.
+_FAMILIES: tuple[tuple[str, int, int, bool], ...] = (
+    ("gpt-5", 400_000, 128_000, True),
+    ("gpt-4.1", 1_047_576, 32_768, True),
+    ("gpt-4o", 128_000, 16_384, True),
+    ("gpt-4-turbo", 128_000, 4_096, True),
+    ("gpt-4", 8_192, 8_192, False),
+    ("gpt-3.5", 16_385, 4_096, False),
+    ("o1-mini", 128_000, 65_536, False),
+    ("o1", 200_000, 100_000, True),
+    ("o3", 200_000, 100_000, True),
+    ("o4", 200_000, 100_000, True),
+    ("claude-3-5-haiku", 200_000, 8_192, True),
+    ("claude-3-haiku", 200_000, 4_096, True),
+    ("claude-3-opus", 200_000, 4_096, True),
+    ("claude-3", 200_000, 8_192, True),
+    ("claude-opus-4-0", 200_000, 32_000, True),
+    ("claude-opus-4-1", 200_000, 32_000, True),
+    ("claude-opus-4-2", 200_000, 32_000, True),
+    ("claude-opus-4", 200_000, 64_000, True),
+    ("claude", 200_000, 64_000, True),
+    ("llama3.2-vision", 128_000, 8_192, True),
+    ("llava", 32_768, 4_096, True),
+    ("llama", 128_000, 8_192, False),
+    ("qwen2.5-vl", 128_000, 8_192, True),
+    ("qwen", 32_768, 8_192, False),
+    ("mistral", 32_768, 8_192, False),
+    ("mixtral", 32_768, 8_192, False),
+    ("codestral", 32_768, 8_192, False),
+    ("gemma3", 128_000, 8_192, True),
+    ("gemma", 8_192, 8_192, False),
+    ("deepseek", 128_000, 8_192, False),
+    ("phi", 16_384, 4_096, False),
+)
+_UNKNOWN = (32_768, 4_096, False)  # an unknown (most likely local) model: small and text-only until configured
+
+
+def capabilities_for(model: str, options: Mapping[str, Any]) -> ModelCapabilities:
+    """Config options ``context_window``/``max_output_tokens``/``image_input`` over the family's defaults.
+
+    Provider prefixes (``openai/gpt-4o`` on OpenRouter) and tags (``qwen2.5-coder:7b`` on Ollama) are ignored.
+    """
+    name = model.lower().rsplit("/", 1)[-1]
+    window, output, images = next((f[1:] for f in _FAMILIES if name.startswith(f[0])), _UNKNOWN)
+    return ModelCapabilities(
+        context_window=options.get("context_window") or window,
+        max_output_tokens=options.get("max_output_tokens") or output,
+        image_input=images if options.get("image_input") is None else bool(options["image_input"]),
+    )
+
+
+# -- content ---------------------------------------------------------------------------------------------------
+
+
+def content_parts(content: tuple[ContentBlock, ...], *, images: bool) -> list[TextBlock | ImageBlock]:
+    """Content as the text and images a chat model takes: resources become text that names their URI.
+
+    Images the model cannot take, and audio, become a short note so the model knows something was there.
+    """
+    parts: list[TextBlock | ImageBlock] = []
+    for block in content:
+        match block:
+            case TextBlock():
+                parts.append(block)
+            case ImageBlock() if images:
+                parts.append(block)
+            case ImageBlock():
+                parts.append(TextBlock(f"[image {block.uri or block.mime_type} omitted: this model takes no images]"))
+            case ResourceBlock(uri=uri, text=str(text)):
+                parts.append(TextBlock(f'<resource uri="{uri}">\n{text}\n</resource>'))
+            case ResourceBlock(uri=uri, mime_type=mime):
+                parts.append(TextBlock(f"[binary resource {uri} ({mime or 'unknown type'}) omitted]"))
+            case ResourceLinkBlock(uri=uri, name=name):
+                parts.append(TextBlock(f"[resource {name}: {uri}]"))
+            case AudioBlock(mime_type=mime):
+                parts.append(TextBlock(f"[audio ({mime}) omitted: this model takes no audio]"))
+    return parts
+
+
+# -- retries ---------------------------------------------------------------------------------------------------
+
+_RETRIED: frozenset[str] = frozenset({"rate_limited", "overloaded", "provider", "stream_interrupted"})
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, or ``retry-after`` in seconds or as an HTTP date."""
+    if ms := headers.get("retry-after-ms"):
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff with jitter; a server's ``retry-after`` replaces the computed wait.
+
+    A wait longer than ``max_delay_s``, or one that would take the call's waits past ``max_total_s``, is not made:
+    the error goes to the caller (with ``retry_after_s``) rather than stalling an editor for minutes.
+    """
+
+    max_retries: int = 3
+    base_delay_s: float = 0.5
+    max_delay_s: float = 20.0
+    max_total_s: float = 45.0
+
+    def delay(self, attempt: int, error: ProviderError, waited: float) -> float | None:
+        if attempt >= self.max_retries or error.kind not in _RETRIED:
+            return None
+        if error.retry_after_s is not None:
+            wait = error.retry_after_s
+            if wait > self.max_delay_s:
+                return None
+        else:
+            wait = min(self.max_delay_s, self.base_delay_s * 2**attempt) * random.uniform(0.5, 1.0)
+        return wait if waited + wait <= self.max_total_s else None
+
+
+async def stream_with_retries(
+    attempt: Callable[[], AsyncIterator[StreamChunk]],
+    to_error: Callable[[Exception, bool], ProviderError | None],
+    policy: RetryPolicy,
+    label: str,
+) -> AsyncIterator[StreamChunk]:
+    """Run ``attempt`` until it streams to the end, retrying transient failures only before its first chunk.
+
+    Once a chunk has gone to the caller a retry would repeat it, so a failure then is raised as it is
+    (``to_error(exc, True)`` turns a dropped connection into ``stream_interrupted``).
+    """
+    waited = 0.0
+    retry = 0
+    while True:
+        started = False
+        try:
+            async with aclosing(attempt()) as chunks:
+                async for chunk in chunks:
+                    started = True
+                    yield chunk
+            return
+        except Exception as exc:
+            error = to_error(exc, started)
+            if error is None:
+                raise
+            wait = None if started else policy.delay(retry, error, waited)
+            if wait is None:
+                if error is exc:
+                    raise
+                raise error from exc
+        retry += 1
+        waited += wait
+        log.warning("%s: %s; retry %d of %d in %.2f s", label, error.message, retry, policy.max_retries, wait)
+        await anyio.sleep(wait)
+
+
+# -- errors ----------------------------------------------------------------------------------------------------
+
+# An error body's ``type`` (both APIs, also in mid-stream error events) -> kind.
+_BODY_TYPES: dict[str, ProviderErrorKind] = {
+    "rate_limit_error": "rate_limited",
+    "overloaded_error": "overloaded",
+    "api_error": "provider",
+    "server_error": "provider",
+    "timeout_error": "timeout",
+    "authentication_error": "unauthorized",
+    "permission_error": "unauthorized",
+    "not_found_error": "model_not_found",
+    "invalid_request_error": "invalid_request",
+}
+_CONTEXT_PHRASES = (
+    "context length",
+    "context_length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+    "exceeds the context",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorMapper:
+    """Turns one SDK's exceptions into :class:`ProviderError` with a message a person can act on.
+
+    ``secret`` (the API key) is blanked out of anything the server echoes back.
+    """
+
+    provider: str
+    model: str
+    base_url: str
+    key_env: str
+    secret: str
+    status_error: type[Exception]
+    api_error: type[Exception]
+    connection_error: type[Exception]
+    timeout_error: type[Exception]
+    transport_error: type[Exception]  # httpx2's, which a stream read can raise unwrapped
+
+    def __call__(self, exc: Exception, started: bool) -> ProviderError | None:
+        if isinstance(exc, ProviderError):
+            return exc
+        if isinstance(exc, self.timeout_error):
+            return ProviderError("timeout", f"{self.provider} at {self.base_url} timed out")
+        if isinstance(exc, self.connection_error | self.transport_error):
+            reason = self._redact(str(exc.__cause__ or exc) or type(exc).__name__)
+            if started:
+                return ProviderError("stream_interrupted", f"{self.provider} stream from {self.base_url} broke off: {reason}")
+            return ProviderError("provider", f"cannot reach {self.provider} at {self.base_url}: {reason}")
+        if isinstance(exc, self.status_error):
+            return self._status(exc)
+        if isinstance(exc, self.api_error):  # an error event in a 200 stream
+            kind, detail = _describe_body(getattr(exc, "body", None))
+            return self._error(kind or "provider", detail or str(exc), None)
+        return None
+
+    def _status(self, exc: Any) -> ProviderError:
+        status: int = exc.status_code
+        headers = exc.response.headers
+        body_kind, detail = _describe_body(exc.body)
+        detail = detail or str(exc)
+        kind: ProviderErrorKind
+        if status in (401, 403):
+            kind = "unauthorized"
+        elif status == 404:
+            kind = "model_not_found"
+        elif status == 408:
+            kind = "timeout"
+        elif status == 413 or any(p in detail.lower() for p in _CONTEXT_PHRASES):
+            kind = "context_overflow"
+        elif status == 429:
+            kind = "rate_limited"
+        elif status in (503, 529):
+            kind = "overloaded"
+        elif status >= 500:
+            kind = "provider"
+        elif status == 200 and body_kind:  # an error event inside a stream the server had accepted
+            kind = body_kind
+        else:
+            kind = "invalid_request"
+        return self._error(kind, detail, parse_retry_after(headers), status)
+
+    def _error(self, kind: ProviderErrorKind, detail: str, retry_after: float | None, status: int = 0) -> ProviderError:
+        detail = self._redact(detail)
+        code = f"HTTP {status}: " if status and status != 200 else ""
+        if kind == "unauthorized":
+            message = f"{self.provider} at {self.base_url} rejected the key in {self.key_env} ({code}{detail})"
+        elif kind == "model_not_found":
+            message = f"model {self.model} not found at {self.base_url} ({code}{detail})"
+        elif kind == "context_overflow":
+            message = f"the conversation is too long for {self.model}: {detail}"
+        else:
+            message = f"{self.provider} error from {self.base_url}: {code}{detail}"
+        return ProviderError(kind, message, retry_after_s=retry_after)
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self.secret, "***") if self.secret and self.secret != PLACEHOLDER_KEY else text
+
+
+def _describe_body(body: Any) -> tuple[ProviderErrorKind | None, str | None]:
+    """The kind named by an error body's ``type`` and its ``message`` (OpenAI nests both under ``error``)."""
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            kind = _BODY_TYPES.get(str(inner.get("type") or inner.get("code") or ""))
+            message = inner.get("message")
+            return kind, str(message) if message else None
+        if isinstance(inner, str):
+            return None, inner
+    if isinstance(body, str) and body:
+        return None, body[:500]
+    return None, None
