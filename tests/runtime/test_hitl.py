@@ -349,7 +349,7 @@ async def test_a_resumed_run_emits_state_before_its_new_steps() -> None:
 
 
 async def test_decisions_with_a_new_message_put_the_replayed_result_before_the_message() -> None:
-    runtime, guarded, log = guarded_runtime(call("guarded", {"n": 1}, id="c1"))
+    runtime, guarded, _log = guarded_runtime(call("guarded", {"n": 1}, id="c1"))
     waiting = await runtime.run_to_completion(RunActivation([Message.user("go")], thread_id="t"))
 
     await runtime.run(RunActivation([Message.user("and then?")], thread_id="t", decisions=[("c1", APPROVE)]))
