@@ -45,6 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    sub.add_parser(
+        "acp", help="serve the Agent Client Protocol on stdin/stdout (what editors launch)", parents=[common]
+    )
+    p = sub.add_parser(
+        "mcp", help="serve the Model Context Protocol on stdin/stdout (what MCP clients launch)", parents=[common]
+    )
+    p.add_argument("--cwd", metavar="DIR", help="working directory of the tools (default: the current directory)")
+    p = sub.add_parser(
+        "chat", help="talk to the agent in this terminal (an ACP client of `awaken-stdio acp`)", parents=[common]
+    )
+    p.add_argument("--demo", action="store_true", help="use the bundled scripted demo agent (no API key needed)")
+
     runs = sub.add_parser("runs", help="list and inspect agent runs", parents=[common]).add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
@@ -335,7 +347,28 @@ def _config_example(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_acp(args: argparse.Namespace) -> int:
+    from awaken_stdio.protocols.acp.server import serve
+
+    return serve(args)
+
+
+def _serve_mcp(args: argparse.Namespace) -> int:
+    from awaken_stdio.protocols.mcp.server import serve
+
+    return serve(args)
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from awaken_stdio.protocols.acp.chat import main as chat_main
+
+    return chat_main(args)
+
+
 _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
+    ("acp", None): _serve_acp,
+    ("mcp", None): _serve_mcp,
+    ("chat", None): _chat,
     ("runs", "list"): _runs_list,
     ("runs", "show"): _runs_show,
     ("sessions", "list"): _sessions_list,

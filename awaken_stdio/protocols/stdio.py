@@ -3,10 +3,11 @@
 ``open_stdio()`` moves the protocol onto private duplicates of fd 0 and fd 1, then points fd 1 at stderr (and
 ``sys.stdout`` at ``sys.stderr``) and fd 0 at ``/dev/null``. So a stray ``print()``, a C library's ``printf`` and the
 output of any child process land on stderr, never on the wire, and a child that reads stdin cannot steal protocol
-bytes. It owns no framing; ``protocols/jsonrpc.py`` does. It needs anyio's asyncio backend: pipes, sockets and
-character devices are read and written through asyncio pipe transports (no thread per read). A regular file or a
-terminal, which those transports refuse or would switch to non-blocking mode under the user's shell, is read by a
-daemon thread (one stuck in ``read()`` on a terminal must not hold up exit) and written from a worker thread.
+bytes. It owns no framing; ``protocols/jsonrpc.py`` does. It needs anyio's asyncio backend: pipes, FIFOs and
+sockets are read and written through asyncio pipe transports (no thread per read). Anything else (a regular file, a
+terminal, ``/dev/null``), which epoll refuses or which must not be switched to non-blocking mode under the user's
+shell, is read by a daemon thread (one stuck in ``read()`` on a terminal must not hold up exit) and written from a
+worker thread.
 """
 
 from __future__ import annotations
@@ -91,8 +92,10 @@ def _flush_c_stdio() -> None:
 
 
 def _uses_transport(fd: int) -> bool:
+    """Pipes, FIFOs and sockets only: epoll refuses regular files and ``/dev/null`` (a transport on it hangs),
+    and a terminal must not be switched to non-blocking mode under the user's shell."""
     mode = os.fstat(fd).st_mode
-    return (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)) and not os.isatty(fd)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 async def _open_reader(fd: int) -> anyio.abc.ByteReceiveStream:
@@ -125,7 +128,7 @@ async def _open_writer(fd: int) -> anyio.abc.ByteSendStream:
 
 
 class _PipeReader(anyio.abc.ByteReceiveStream):
-    """A pipe, socket or character device read through an asyncio transport; the transport closes the fd."""
+    """A pipe or socket read through an asyncio transport; the transport closes the fd."""
 
     def __init__(self, reader: asyncio.StreamReader, transport: asyncio.ReadTransport) -> None:
         self._reader = reader
@@ -167,7 +170,7 @@ class _WriteProtocol(asyncio.BaseProtocol):
 
 
 class _PipeWriter(anyio.abc.ByteSendStream):
-    """A pipe, socket or character device written through an asyncio transport.
+    """A pipe or socket written through an asyncio transport.
 
     ``send`` returns as soon as the transport has the bytes unless it is above its high-water mark, so a burst of
     small writes costs no event-loop round trip each.
@@ -196,7 +199,7 @@ class _PipeWriter(anyio.abc.ByteSendStream):
 
 
 class _ThreadReader(anyio.abc.ByteReceiveStream):
-    """Blocking reads of a regular file or a terminal in a daemon thread, one read per ``receive``.
+    """Blocking reads in a daemon thread (regular file, terminal, ``/dev/null``), one read per ``receive``.
 
     A cancelled ``receive`` leaves its read outstanding and the next one takes its result, so no input is lost.
     The thread closes the fd when it stops, never while a read on it may still start.
@@ -248,7 +251,7 @@ class _ThreadReader(anyio.abc.ByteReceiveStream):
 
 
 class _ThreadWriter(anyio.abc.ByteSendStream):
-    """Blocking writes to a regular file or a terminal, in a worker thread so a paused terminal stalls only us."""
+    """Blocking writes (regular file, terminal, ``/dev/null``) in a worker thread: a paused terminal stalls only us."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd

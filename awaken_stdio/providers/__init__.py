@@ -1,41 +1,79 @@
-"""Model providers. Each SDK-backed provider is imported only when a model of its kind is first built."""
+"""Model providers. Each SDK-backed provider is imported only when a model of its kind is first used.
+
+``create_executor`` returns at once: for an SDK-backed provider it returns a :class:`LazyExecutor` that imports the
+provider module (and its SDK, hundreds of milliseconds) on the first ``stream`` call, so building a runtime from a
+config never slows the protocol servers' first answer.
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from awaken_stdio.contract.agent import ModelSpec
 from awaken_stdio.contract.errors import ConfigError
-from awaken_stdio.contract.inference import LlmExecutor
+from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, ModelCapabilities, StreamChunk
 
-__all__ = ["create_executor"]
+__all__ = ["LazyExecutor", "create_executor", "load_provider"]
 
 # provider name -> (module, the extra that installs its SDK)
 _PROVIDERS: dict[str, tuple[str, str | None]] = {
-    "scripted": ("awaken_stdio.providers.scripted", None),
     "openai": ("awaken_stdio.providers.openai", "openai"),
     "anthropic": ("awaken_stdio.providers.anthropic", "anthropic"),
 }
 
 
 def create_executor(spec: ModelSpec, base_dir: Path) -> LlmExecutor:
-    """Build the executor of one configured model. Relative paths in its options resolve against ``base_dir``."""
+    """The executor of one configured model. Relative paths in its options resolve against ``base_dir``."""
     if spec.provider == "scripted":
         from awaken_stdio.providers.scripted import ScriptedModel
 
         script = Path(spec.options["script"])
         return ScriptedModel.from_file(script if script.is_absolute() else base_dir / script)
-    entry = _PROVIDERS.get(spec.provider)
-    if entry is None:
+    if spec.provider not in _PROVIDERS:
         raise ConfigError(f"models.{spec.id}: unknown provider {spec.provider!r}")
-    module_name, extra = entry
+    return LazyExecutor(spec, base_dir)
+
+
+def load_provider(spec: ModelSpec, base_dir: Path) -> LlmExecutor:
+    """Import the provider module now and build its executor (``doctor`` uses this to check a model)."""
+    module_name, extra = _PROVIDERS[spec.provider]
     try:
         module = importlib.import_module(module_name)
+        return module.create_executor(spec, base_dir)
     except ModuleNotFoundError as exc:
         if exc.name == module_name:
             raise ConfigError(f"models.{spec.id}: provider {spec.provider!r} is not available in this build") from exc
         raise ConfigError(
             f"models.{spec.id}: provider {spec.provider!r} needs its SDK: pip install 'awaken-stdio[{extra}]'"
         ) from exc
-    return module.create_executor(spec, base_dir)
+
+
+class LazyExecutor:
+    """Builds the real executor on first use; capabilities come from the config until then."""
+
+    def __init__(self, spec: ModelSpec, base_dir: Path) -> None:
+        self.spec = spec
+        self.base_dir = base_dir
+        self._executor: LlmExecutor | None = None
+
+    @property
+    def executor(self) -> LlmExecutor:
+        if self._executor is None:
+            self._executor = load_provider(self.spec, self.base_dir)
+        return self._executor
+
+    def stream(self, request: InferenceRequest) -> AsyncIterator[StreamChunk]:
+        return self.executor.stream(request)
+
+    def capabilities(self, model: str) -> ModelCapabilities:
+        if self._executor is not None:
+            return self._executor.capabilities(model)
+        o = self.spec.options
+        defaults = ModelCapabilities()
+        return ModelCapabilities(
+            context_window=o.get("context_window") or defaults.context_window,
+            max_output_tokens=o.get("max_output_tokens") or defaults.max_output_tokens,
+            image_input=bool(o.get("image_input", False)),
+        )

@@ -7,6 +7,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -213,6 +214,44 @@ def test_regular_files_for_stdin_and_stdout(tmp_path: Path) -> None:
         {"jsonrpc": "2.0", "id": 2, "result": "polluted"},
         {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": ANY}},
     ]
+
+
+def test_socketpair_stdio_as_node_spawns_it() -> None:
+    """Node (libuv) gives a child a socketpair, not a pipe, for stdin and stdout."""
+    ours, theirs = socket.socketpair()
+    with (
+        ours,
+        subprocess.Popen(
+            [sys.executable, SERVER], stdin=theirs, stdout=theirs, stderr=subprocess.DEVNULL, env=ENV
+        ) as process,
+    ):
+        theirs.close()
+        try:
+            ours.sendall(b'{"jsonrpc":"2.0","id":1,"method":"pollute"}\n')
+            reply = ours.makefile("rb")
+            assert json.loads(reply.readline()) == {"jsonrpc": "2.0", "id": 1, "result": "polluted"}
+            ours.shutdown(socket.SHUT_WR)  # EOF on the server's stdin
+            assert reply.read() == b""
+            reply.close()
+            assert process.wait(timeout=2) == 0
+        finally:
+            process.kill()
+
+
+def test_dev_null_for_stdin_and_stdout() -> None:
+    """``/dev/null`` is a character device epoll refuses: it must take the thread path, not hang."""
+    started = time.monotonic()
+    subprocess.run([sys.executable, SERVER], stdin=subprocess.DEVNULL, env=ENV, timeout=5, check=True)
+    subprocess.run(
+        [sys.executable, SERVER],
+        input=b'{"jsonrpc":"2.0","id":1,"method":"pollute"}\n',
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+        timeout=5,
+        check=True,
+    )
+    assert time.monotonic() - started < 3
 
 
 def test_terminal_stdin(tmp_path: Path) -> None:
