@@ -9,47 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from awaken_stdio.contract._typed import TypedValue
 from awaken_stdio.contract.errors import KeyAlreadyRegistered, NotFound, StoreError
 
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
+    pass
 
 __all__ = ["ProfileAccess", "ProfileEntry", "ProfileKey", "ProfileStore", "StateScope"]
 
 V = TypeVar("V")
 
 
-class ProfileKey(Generic[V]):
+class ProfileKey(TypedValue[V]):
     """A profile namespace with a value type; a missing entry reads as ``default``."""
 
-    __slots__ = ("_adapter", "_default", "namespace", "value_type")
+    __slots__ = ("namespace",)
 
     def __init__(self, namespace: str, *, default: V | Callable[[], V] | None = None, value_type: Any = None) -> None:
         if not namespace:
             raise ValueError("a profile key needs a non-empty namespace")
+        super().__init__(default, value_type)
         self.namespace = namespace
-        self._default = default
-        self.value_type = value_type
-        self._adapter: TypeAdapter[Any] | None = None
-
-    def default(self) -> V:
-        d = self._default
-        return cast(V, d() if callable(d) else d)
-
-    def _type_adapter(self) -> TypeAdapter[Any]:
-        if self._adapter is None:
-            from pydantic import TypeAdapter
-
-            self._adapter = TypeAdapter(self.value_type)
-        return self._adapter
 
     def encode(self, value: V) -> Any:
-        return self._type_adapter().dump_python(value, mode="json") if self.value_type is not None else value
+        return self.dump_json(value)
 
     def decode(self, data: Any) -> V:
-        return cast(V, self._type_adapter().validate_python(data)) if self.value_type is not None else cast(V, data)
+        return self.load_json(data)
 
     def __repr__(self) -> str:
         return f"ProfileKey({self.namespace!r})"

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
+from awaken_stdio.contract._typed import TypedValue
 from awaken_stdio.contract.errors import (
     KeyDecodeError,
     KeyEncodeError,
@@ -20,7 +21,7 @@ from awaken_stdio.contract.errors import (
 )
 
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
+    pass
 
 __all__ = [
     "Effect",
@@ -50,7 +51,7 @@ def _replace(_old: Any, new: Any) -> Any:
     return new
 
 
-class StateKey(Generic[V, U]):
+class StateKey(TypedValue[V], Generic[V, U]):
     """One named, typed slot of state.
 
     ``apply(value, update) -> new value`` must not mutate ``value`` (snapshots share it). Without ``apply`` an
@@ -60,19 +61,7 @@ class StateKey(Generic[V, U]):
     value is validated and encoded through pydantic when persisted; without it the value must be JSON-ready.
     """
 
-    __slots__ = (
-        "_adapter",
-        "_default",
-        "apply",
-        "decode_json",
-        "encode_json",
-        "key",
-        "merge",
-        "persistent",
-        "retain_on_uninstall",
-        "scope",
-        "value_type",
-    )
+    __slots__ = ("apply", "decode_json", "encode_json", "key", "merge", "persistent", "retain_on_uninstall", "scope")
 
     def __init__(
         self,
@@ -90,36 +79,21 @@ class StateKey(Generic[V, U]):
     ) -> None:
         if not key:
             raise ValueError("a state key needs a non-empty name")
+        super().__init__(default, value_type)
         self.key = key
-        self._default = default
         self.apply: Callable[[V, U], V] = apply or _replace
         self.merge: MergeStrategy = merge
         self.scope: KeyScope = scope
         self.persistent = persistent
         self.retain_on_uninstall = retain_on_uninstall
-        self.value_type = value_type
         self.encode_json = encode
         self.decode_json = decode
-        self._adapter: TypeAdapter[Any] | None = None
-
-    def default(self) -> V:
-        d = self._default
-        return cast(V, d() if callable(d) else d)
-
-    def _type_adapter(self) -> TypeAdapter[Any]:
-        if self._adapter is None:
-            from pydantic import TypeAdapter
-
-            self._adapter = TypeAdapter(self.value_type)
-        return self._adapter
 
     def encode(self, value: V) -> Any:
         try:
             if self.encode_json is not None:
                 return self.encode_json(value)
-            if self.value_type is not None:
-                return self._type_adapter().dump_python(value, mode="json")
-            return value
+            return self.dump_json(value)
         except Exception as exc:
             raise KeyEncodeError(self.key, str(exc)) from exc
 
@@ -127,9 +101,7 @@ class StateKey(Generic[V, U]):
         try:
             if self.decode_json is not None:
                 return self.decode_json(data)
-            if self.value_type is not None:
-                return cast(V, self._type_adapter().validate_python(data))
-            return cast(V, data)
+            return self.load_json(data)
         except Exception as exc:
             raise KeyDecodeError(self.key, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
 
