@@ -174,6 +174,19 @@ class AgentLoop:
 
         return make
 
+    def tool_ctx(
+        self, phase: Phase, call: ToolCall, tool: Tool | None = None, **fields: Any
+    ) -> Callable[[], PhaseContext]:
+        """A context factory for the per-call phases (gate, before/after execute, decisions)."""
+        return self.ctx(
+            phase,
+            tool_name=call.name,
+            tool_call_id=call.id,
+            tool_args=call.arguments,
+            tool_descriptor=tool.descriptor if tool is not None else None,
+            **fields,
+        )
+
     async def commit(self, cmd: StateCommand) -> None:
         await self.engine.submit(cmd)
 
@@ -299,14 +312,10 @@ class AgentLoop:
             new = replace(state, status=status, resume_input=decision, updated_at=now_ms())
             cmd.update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(new))
             targets.append(state.call_id)
+            make = self.tool_ctx(
+                Phase.TOOL_GATE, ToolCall(state.call_id, state.tool_name, state.arguments), resume_input=decision
+            )
             for plugin in self.agent.plugins:
-                make = self.ctx(
-                    Phase.TOOL_GATE,
-                    tool_name=state.tool_name,
-                    tool_call_id=state.call_id,
-                    tool_args=state.arguments,
-                    resume_input=decision,
-                )
                 await plugin.on_decision(make(), decision)
         await self.commit(cmd)
         return sorted(targets)
@@ -326,7 +335,7 @@ class AgentLoop:
         await self.engine.run_phase(Phase.STEP_START, self.ctx(Phase.STEP_START))
         before = await self.engine.collect_commands(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
         await self.commit(before)
-        await self.engine.run_phase(Phase.BEFORE_INFERENCE, lambda: self.ctx(Phase.BEFORE_INFERENCE)())  # actions
+        await self.engine.run_actions(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
 
         response = await self._infer(assistant_id)
         await self.engine.run_phase(Phase.AFTER_INFERENCE, self.ctx(Phase.AFTER_INFERENCE, response=response))
@@ -467,14 +476,7 @@ class AgentLoop:
         gates = self.agent.registrar.gates
         if not gates:
             return None
-        make = self.ctx(
-            Phase.TOOL_GATE,
-            tool_name=call.name,
-            tool_call_id=call.id,
-            tool_args=call.arguments,
-            tool_descriptor=tool.descriptor,
-            resume_input=resume_input,
-        )
+        make = self.tool_ctx(Phase.TOOL_GATE, call, tool, resume_input=resume_input)
         if len(gates) == 1:
             return await gates[0][1](make())
         decisions: list[GateDecision | None] = [None] * len(gates)
@@ -559,15 +561,7 @@ class AgentLoop:
             return CallResult(call, ToolResult.error(call.name, f"tool '{call.name}' not found"))
         resume = state.resume_input if state else None
         before = await self.engine.collect_commands(
-            Phase.BEFORE_TOOL_EXECUTE,
-            self.ctx(
-                Phase.BEFORE_TOOL_EXECUTE,
-                tool_name=call.name,
-                tool_call_id=call.id,
-                tool_args=call.arguments,
-                tool_descriptor=tool.descriptor,
-                resume_input=resume,
-            ),
+            Phase.BEFORE_TOOL_EXECUTE, self.tool_ctx(Phase.BEFORE_TOOL_EXECUTE, call, tool, resume_input=resume)
         )
         await self.commit(before)
         ctx = self._call_context(call, snapshot or self.state.snapshot(), state)
@@ -601,15 +595,7 @@ class AgentLoop:
     ) -> CallResult:
         after = await self.engine.collect_commands(
             Phase.AFTER_TOOL_EXECUTE,
-            self.ctx(
-                Phase.AFTER_TOOL_EXECUTE,
-                tool_name=call.name,
-                tool_call_id=call.id,
-                tool_args=call.arguments,
-                tool_result=result,
-                tool_descriptor=tool.descriptor,
-                resume_input=resume,
-            ),
+            self.tool_ctx(Phase.AFTER_TOOL_EXECUTE, call, tool, tool_result=result, resume_input=resume),
         )
         return CallResult(call, result, command.extend(after))
 

@@ -128,7 +128,7 @@ class PhaseEngine:
         if hooks:
             await self._run_hooks(hooks, make_ctx)
         if self.pending:
-            await self._run_actions(phase, make_ctx)
+            await self.run_actions(phase, make_ctx)
 
     async def _run_hooks(self, hooks: list[tuple[str, PhaseHook]], make_ctx: Callable[[], PhaseContext]) -> None:
         batch = StateCommand()
@@ -147,7 +147,8 @@ class PhaseEngine:
             if cmd is not None:
                 await self.submit(cmd)
 
-    async def _run_actions(self, phase: Phase, make_ctx: Callable[[], PhaseContext]) -> None:
+    async def run_actions(self, phase: Phase, make_ctx: Callable[[], PhaseContext]) -> None:
+        """Run the phase's due scheduled actions, round after round (phases whose hooks are gathered separately)."""
         rounds = 0
         while True:
             due = [q for q in self.pending if self.actions[q.action.name][0] == phase]

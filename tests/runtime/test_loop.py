@@ -14,6 +14,7 @@ from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.loop import SUPERSEDED
+from awaken_stdio.runtime.plugins import Phase, PhaseContext, Plugin, PluginRegistrar
 from awaken_stdio.runtime.runtime_keys import TOOL_CALL_STATES
 from tests.runtime.helpers import (
     COUNTER,
@@ -227,3 +228,35 @@ async def test_thread_state_persists_across_runs_and_run_state_starts_at_default
     assert loaded is not None and loaded.state is not None
     assert loaded.state.extensions[THREAD_COUNTER.key] == 4
     assert COUNTER.key not in loaded.state.extensions
+
+
+class _PhaseCounter(Plugin):
+    """Counts how often each phase's hook runs."""
+
+    name = "phase_counter"
+
+    def __init__(self) -> None:
+        self.calls: dict[Phase, int] = {}
+
+    def register(self, registrar: PluginRegistrar) -> None:
+        for phase in Phase:
+            if phase is Phase.TOOL_GATE:
+                continue
+
+            async def hook(ctx: PhaseContext, phase: Phase = phase) -> None:
+                self.calls[phase] = self.calls.get(phase, 0) + 1
+
+            registrar.phase_hook(phase, hook)
+
+
+async def test_every_phase_hook_runs_once_per_occasion() -> None:
+    counter = _PhaseCounter()
+    runtime = make_runtime([turn("", call("echo", {"n": 1})), turn("done")], tools=[FnTool("echo")], plugins=[counter])
+
+    await runtime.run_to_completion("go")
+
+    per_step = (Phase.STEP_START, Phase.BEFORE_INFERENCE, Phase.AFTER_INFERENCE, Phase.STEP_END)
+    assert {p: counter.calls.get(p) for p in per_step} == dict.fromkeys(per_step, 2)
+    per_call = (Phase.BEFORE_TOOL_EXECUTE, Phase.AFTER_TOOL_EXECUTE)
+    assert {p: counter.calls.get(p) for p in per_call} == dict.fromkeys(per_call, 1)
+    assert counter.calls[Phase.RUN_START] == counter.calls[Phase.RUN_END] == 1
