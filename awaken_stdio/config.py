@@ -219,7 +219,7 @@ def default_config(env: dict[str, str] | None = None) -> Config:
     models: dict[str, ModelConfig] = {}
     if env.get("ANTHROPIC_API_KEY"):
         models["default"] = ModelConfig(
-            provider="anthropic", model="claude-sonnet-4-5", api_key_env="ANTHROPIC_API_KEY"
+            provider="anthropic", model="claude-sonnet-4-6", api_key_env="ANTHROPIC_API_KEY"
         )
     elif env.get("OPENAI_API_KEY"):
         models["default"] = ModelConfig(

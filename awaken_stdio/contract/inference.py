@@ -140,12 +140,12 @@ class StreamResult:
 class StreamAccumulator:
     """Assembles chunks into a :class:`StreamResult` (tool-call arguments are concatenated then parsed once)."""
 
-    __slots__ = ("_calls", "_reasoning", "_signature", "_text", "stop_reason", "usage")
+    __slots__ = ("_blocks", "_calls", "_reasoning", "_text", "stop_reason", "usage")
 
     def __init__(self) -> None:
         self._text: list[str] = []
         self._reasoning: list[str] = []
-        self._signature: str | None = None
+        self._blocks: list[ThinkingBlock] = []
         self._calls: dict[int, list[Any]] = {}
         self.usage: TokenUsage | None = None
         self.stop_reason: StopReason | None = None
@@ -154,10 +154,16 @@ class StreamAccumulator:
         match chunk:
             case TextChunk(text):
                 self._text.append(text)
-            case ReasoningChunk(text, signature, _):
-                self._reasoning.append(text)
-                if signature:
-                    self._signature = signature
+            case ReasoningChunk(text, signature, redacted):
+                # A signature closes a thinking block and a redacted chunk is a block of its own: several signed
+                # blocks in one turn must go back to the provider as they came.
+                if redacted:
+                    self._close_thinking(None)
+                    self._blocks.append(ThinkingBlock(text, signature, True))
+                else:
+                    self._reasoning.append(text)
+                    if signature:
+                        self._close_thinking(signature)
             case ToolCallChunk(index, call_id, name, delta):
                 slot = self._calls.get(index)
                 if slot is None:
@@ -171,6 +177,11 @@ class StreamAccumulator:
                 self.usage = usage if self.usage is None else self.usage + usage
             case StopChunk(reason):
                 self.stop_reason = reason
+
+    def _close_thinking(self, signature: str | None) -> None:
+        if self._reasoning or signature:
+            self._blocks.append(ThinkingBlock("".join(self._reasoning), signature))
+            self._reasoning = []
 
     @property
     def text(self) -> str:
@@ -193,10 +204,8 @@ class StreamAccumulator:
                 incomplete = True
                 continue
             calls.append(ToolCall(call_id or f"call_{index}", name, args))
-        thinking = []
-        if self._reasoning or self._signature:
-            thinking.append(ThinkingBlock("".join(self._reasoning), self._signature))
-        return StreamResult(self.text, thinking, calls, self.usage, self.stop_reason, incomplete)
+        self._close_thinking(None)
+        return StreamResult(self.text, list(self._blocks), calls, self.usage, self.stop_reason, incomplete)
 
 
 @runtime_checkable

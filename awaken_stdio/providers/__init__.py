@@ -70,10 +70,6 @@ class LazyExecutor:
     def capabilities(self, model: str) -> ModelCapabilities:
         if self._executor is not None:
             return self._executor.capabilities(model)
-        o = self.spec.options
-        defaults = ModelCapabilities()
-        return ModelCapabilities(
-            context_window=o.get("context_window") or defaults.context_window,
-            max_output_tokens=o.get("max_output_tokens") or defaults.max_output_tokens,
-            image_input=bool(o.get("image_input", False)),
-        )
+        from awaken_stdio.providers._common import capabilities_for  # no SDK import: family defaults only
+
+        return capabilities_for(self.spec.model or model, self.spec.options)

@@ -8,18 +8,20 @@ classes. This module imports no SDK: the provider modules do, so a missing SDK f
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
+from abc import abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import anyio
 
 from awaken_stdio.contract.errors import ConfigError, ProviderError, ProviderErrorKind
-from awaken_stdio.contract.inference import ModelCapabilities, StreamChunk
+from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, ModelCapabilities, StreamChunk
 from awaken_stdio.contract.messages import (
     AudioBlock,
     ContentBlock,
@@ -32,11 +34,14 @@ from awaken_stdio.contract.messages import (
 __all__ = [
     "ErrorMapper",
     "RetryPolicy",
+    "SdkExecutor",
     "api_key",
     "capabilities_for",
+    "close_stream",
     "content_parts",
     "install_hint",
     "parse_retry_after",
+    "stream_error",
     "stream_with_retries",
 ]
 
@@ -81,8 +86,7 @@ _FAMILIES: tuple[tuple[str, int, int, bool], ...] = (
     ("claude-3", 200_000, 8_192, True),
     ("claude-opus-4-0", 200_000, 32_000, True),
     ("claude-opus-4-1", 200_000, 32_000, True),
-    ("claude-opus-4-2", 200_000, 32_000, True),
-    ("claude-opus-4", 200_000, 64_000, True),
+    ("claude-opus-4-2025", 200_000, 32_000, True),
     ("claude", 200_000, 64_000, True),
     ("llama3.2-vision", 128_000, 8_192, True),
     ("llava", 32_768, 4_096, True),
@@ -241,6 +245,10 @@ _BODY_TYPES: dict[str, ProviderErrorKind] = {
     "permission_error": "unauthorized",
     "not_found_error": "model_not_found",
     "invalid_request_error": "invalid_request",
+    "rate_limit_exceeded": "rate_limited",
+    "context_length_exceeded": "context_overflow",
+    "model_not_found": "model_not_found",
+    "invalid_api_key": "unauthorized",
 }
 _CONTEXT_PHRASES = (
     "context length",
@@ -280,7 +288,8 @@ class ErrorMapper:
         if isinstance(exc, self.connection_error | self.transport_error):
             reason = self._redact(str(exc.__cause__ or exc) or type(exc).__name__)
             if started:
-                return ProviderError("stream_interrupted", f"{self.provider} stream from {self.base_url} broke off: {reason}")
+                message = f"{self.provider} stream from {self.base_url} broke off: {reason}"
+                return ProviderError("stream_interrupted", message)
             return ProviderError("provider", f"cannot reach {self.provider} at {self.base_url}: {reason}")
         if isinstance(exc, self.status_error):
             return self._status(exc)
@@ -301,7 +310,7 @@ class ErrorMapper:
             kind = "model_not_found"
         elif status == 408:
             kind = "timeout"
-        elif status == 413 or any(p in detail.lower() for p in _CONTEXT_PHRASES):
+        elif status == 413 or body_kind == "context_overflow" or any(p in detail.lower() for p in _CONTEXT_PHRASES):
             kind = "context_overflow"
         elif status == 429:
             kind = "rate_limited"
@@ -332,12 +341,18 @@ class ErrorMapper:
         return text.replace(self.secret, "***") if self.secret and self.secret != PLACEHOLDER_KEY else text
 
 
+def stream_error(provider: str, code: str | None, message: str | None) -> ProviderError:
+    """An error the server reported as an event inside a stream it had accepted."""
+    kind, detail = _describe_body({"type": code, "message": message})
+    return ProviderError(kind or "provider", f"{provider} stream failed: {detail or code or 'unknown error'}")
+
+
 def _describe_body(body: Any) -> tuple[ProviderErrorKind | None, str | None]:
     """The kind named by an error body's ``type`` and its ``message`` (OpenAI nests both under ``error``)."""
     if isinstance(body, Mapping):
         inner = body.get("error", body)
         if isinstance(inner, Mapping):
-            kind = _BODY_TYPES.get(str(inner.get("type") or inner.get("code") or ""))
+            kind = _BODY_TYPES.get(str(inner.get("code"))) or _BODY_TYPES.get(str(inner.get("type")))
             message = inner.get("message")
             return kind, str(message) if message else None
         if isinstance(inner, str):
@@ -345,3 +360,102 @@ def _describe_body(body: Any) -> tuple[ProviderErrorKind | None, str | None]:
     if isinstance(body, str) and body:
         return None, body[:500]
     return None, None
+
+
+# -- the executor both providers build on ----------------------------------------------------------------------
+
+
+async def close_stream(stream: Any) -> None:
+    """Close an SDK stream even while the task is being cancelled, so the server sees the connection drop now."""
+    with anyio.move_on_after(2, shield=True):
+        await stream.close()
+
+
+class SdkExecutor(LlmExecutor):
+    """One configured model behind an SDK client: key lookup, retries and error mapping around ``_attempt``.
+
+    The client is made on the first call, not at construction, so a config whose key is missing still loads (MCP
+    serves its tools, ``doctor`` reports it) and the error names the variable to set. The executor serves its
+    configured model; ``request.model`` is used only when none was configured.
+    """
+
+    provider: ClassVar[str]
+    default_key_env: ClassVar[str]
+
+    def __init__(
+        self,
+        model: str = "",
+        *,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        timeout_s: float = 300.0,
+        retry: RetryPolicy | None = None,
+        options: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url
+        self.key_env = api_key_env or self.default_key_env
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self._options = dict(options or {})
+        self._key_optional = base_url is not None and api_key_env is None
+        self._env = os.environ if env is None else env
+        self._client: Any = None
+        self._errors: ErrorMapper | None = None
+
+    @classmethod
+    def from_options(cls, model: str, options: Mapping[str, Any]) -> Self:
+        """Build from a config entry's options (``ModelConfig`` fields)."""
+        max_retries = options.get("max_retries")
+        return cls(
+            model,
+            base_url=options.get("base_url"),
+            api_key_env=options.get("api_key_env"),
+            timeout_s=options.get("timeout_s") or 300.0,
+            retry=RetryPolicy() if max_retries is None else RetryPolicy(max_retries=max_retries),
+            options=options,
+        )
+
+    def capabilities(self, model: str) -> ModelCapabilities:
+        return capabilities_for(self.model or model, self._options)
+
+    async def stream(self, request: InferenceRequest) -> AsyncIterator[StreamChunk]:
+        client, errors = self._connect()
+        model = self.model or request.model
+        caps = self.capabilities(model)
+        label = f"{self.provider} {model}"
+        async for chunk in stream_with_retries(
+            lambda: self._attempt(client, model, request, caps), errors, self.retry, label
+        ):
+            yield chunk
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _connect(self) -> tuple[Any, ErrorMapper]:
+        if self._client is None or self._errors is None:
+            key = api_key(self._env, self.key_env, optional=self._key_optional)
+            self._client = self._make_client(key)
+            self._errors = self._make_errors(key, str(self._client.base_url).rstrip("/"))
+        return self._client, self._errors
+
+    @abstractmethod
+    def _make_client(self, key: str) -> Any: ...
+
+    @abstractmethod
+    def _make_errors(self, key: str, base_url: str) -> ErrorMapper: ...
+
+    @abstractmethod
+    def _attempt(
+        self, client: Any, model: str, request: InferenceRequest, caps: ModelCapabilities
+    ) -> AsyncIterator[StreamChunk]:
+        """One HTTP call streamed to its end; it must end with a ``StopChunk`` or raise."""
