@@ -1,0 +1,300 @@
+"""The workspace seam: confinement, globs, the local file system and process runner, and the services lookup."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from pathlib import Path
+
+import anyio
+import pytest
+
+from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.state import Snapshot
+from awaken_stdio.contract.tools import ToolCallContext
+from awaken_stdio.tools.workspace import (
+    ADDITIONAL_DIRECTORIES,
+    FILE_SYSTEM,
+    PROCESS_RUNNER,
+    WORKSPACE,
+    LocalFileSystem,
+    LocalProcessRunner,
+    Workspace,
+    compile_glob,
+    get_file_system,
+    get_process_runner,
+    get_workspace,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "proj").mkdir()
+    return (tmp_path / "proj").resolve()
+
+
+# -- confinement -----------------------------------------------------------------------------------------------
+
+
+async def test_relative_paths_resolve_against_the_root(root: Path) -> None:
+    ws = await Workspace.create(root)
+    assert await ws.resolve("a/b.txt") == root / "a" / "b.txt"
+    assert await ws.resolve("a/../c.txt") == root / "c.txt"
+    assert await ws.resolve(".") == root
+    assert await ws.resolve(str(root / "x")) == root / "x"
+
+
+@pytest.mark.parametrize("path", ["..", "../x.txt", "a/../../x.txt", "/etc/passwd"])
+async def test_paths_outside_are_denied_naming_the_path_and_the_roots(root: Path, path: str) -> None:
+    ws = await Workspace.create(root)
+    with pytest.raises(ToolError) as info:
+        await ws.resolve(path)
+    assert info.value.kind == "denied"
+    assert repr(path) in str(info.value)
+    assert f"allowed: {root}" in str(info.value)
+
+
+async def test_a_symlink_leading_out_is_denied(root: Path, tmp_path: Path) -> None:
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "key").write_text("k")
+    (root / "link").symlink_to(tmp_path / "secret")
+    (root / "file_link").symlink_to(tmp_path / "secret" / "key")
+    ws = await Workspace.create(root)
+    for path in ("link/key", "file_link", "link/new.txt"):
+        with pytest.raises(ToolError, match="outside the workspace") as info:
+            await ws.resolve(path)
+        assert info.value.kind == "denied"
+
+
+async def test_a_symlink_staying_inside_is_allowed(root: Path) -> None:
+    (root / "real").mkdir()
+    (root / "alias").symlink_to(root / "real")
+    ws = await Workspace.create(root)
+    assert await ws.resolve("alias/f") == root / "real" / "f"
+
+
+async def test_additional_directories_are_allowed(root: Path, tmp_path: Path) -> None:
+    (tmp_path / "lib").mkdir()
+    ws = await Workspace.create(root, [tmp_path / "lib", "../other"])
+    assert ws.roots == (root, (tmp_path / "lib").resolve(), (tmp_path / "other").resolve())
+    assert await ws.resolve(str(tmp_path / "lib" / "x")) == (tmp_path / "lib" / "x").resolve()
+    assert await ws.resolve("../lib/x") == (tmp_path / "lib" / "x").resolve()  # via the root, into another root
+    with pytest.raises(ToolError, match=re.escape(f"allowed: {root}, {(tmp_path / 'lib').resolve()}")):
+        await ws.resolve("../elsewhere")
+
+
+async def test_a_symlinked_root_is_resolved(tmp_path: Path, root: Path) -> None:
+    (tmp_path / "alias").symlink_to(root)
+    ws = await Workspace.create(tmp_path / "alias")
+    assert ws.root == root
+    assert await ws.resolve(str(tmp_path / "alias" / "f")) == root / "f"
+
+
+def test_roots_must_be_absolute() -> None:
+    with pytest.raises(ValueError, match="absolute"):
+        Workspace(Path("relative"))
+
+
+async def test_display_is_relative_inside_the_root_else_absolute(root: Path, tmp_path: Path) -> None:
+    ws = await Workspace.create(root, [tmp_path])
+    assert ws.display(root / "a" / "b.txt") == "a/b.txt"
+    assert ws.display(root) == "."
+    assert ws.display(tmp_path / "x") == str(tmp_path / "x")
+
+
+# -- globs -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "matches", "misses"),
+    [
+        ("*.py", ["a.py", "src/deep/b.py", ".hidden.py"], ["a.pyc", "py"]),
+        ("src/*.py", ["src/a.py"], ["src/deep/b.py", "a.py"]),
+        ("src/**/*.py", ["src/a.py", "src/deep/b.py"], ["lib/a.py"]),
+        ("**/test_?.py", ["test_a.py", "x/test_b.py"], ["test_ab.py"]),
+        ("*.{ts,tsx}", ["a.ts", "b/c.tsx"], ["a.js"]),
+        ("[!a]*.txt", ["b.txt"], ["a.txt"]),
+        ("./docs/*.md", ["docs/x.md"], ["x.md"]),
+        ("a+b(1).txt", ["a+b(1).txt"], ["aab1.txt"]),
+    ],
+)
+def test_globs(pattern: str, matches: list[str], misses: list[str]) -> None:
+    regex = compile_glob(pattern)
+    assert [m for m in matches if not regex.fullmatch(m)] == []
+    assert [m for m in misses if regex.fullmatch(m)] == []
+
+
+# -- the local file system -------------------------------------------------------------------------------------
+
+
+async def test_read_text_windows_lines_and_counts_them_all(root: Path) -> None:
+    (root / "f.txt").write_bytes(b"one\r\ntwo\nthree\nfour")
+    fs = LocalFileSystem()
+    whole = await fs.read_text(root / "f.txt")
+    assert (whole.text, whole.total_lines) == ("one\r\ntwo\nthree\nfour", 4)
+    window = await fs.read_text(root / "f.txt", line=2, limit=2)
+    assert (window.text, window.total_lines) == ("two\nthree\n", 4)
+
+
+@pytest.mark.parametrize("content", [b"PNG\x00\x01\x02", b"caf\xe9 latin-1", b"x\n" * 5000 + b"\xff"])
+async def test_binary_files_are_refused(root: Path, content: bytes) -> None:
+    (root / "f.bin").write_bytes(content)
+    with pytest.raises(ToolError, match="binary file"):
+        await LocalFileSystem().read_text(root / "f.bin")
+
+
+async def test_missing_files_and_directories_are_clear_errors(root: Path) -> None:
+    fs = LocalFileSystem()
+    with pytest.raises(ToolError, match="does not exist") as info:
+        await fs.read_text(root / "nope")
+    assert info.value.kind == "not_found"
+    with pytest.raises(ToolError, match="is a directory"):
+        await fs.read_text(root)
+    with pytest.raises(ToolError, match="is a file"):
+        (root / "f").write_text("")
+        await fs.list_directory(root / "f")
+
+
+async def test_write_text_creates_parents_and_keeps_line_endings(root: Path) -> None:
+    await LocalFileSystem().write_text(root / "a" / "b" / "c.txt", "x\r\ny\n")
+    assert (root / "a" / "b" / "c.txt").read_bytes() == b"x\r\ny\n"
+
+
+# -- the local process runner ----------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie nobody reaped (PID 1 in a container may not) counts as gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+async def _wait_gone(pid: int) -> None:
+    with anyio.fail_after(5):
+        while _alive(pid):
+            await anyio.sleep(0.02)
+
+
+async def test_run_returns_exit_code_and_interleaved_output(root: Path) -> None:
+    result = await LocalProcessRunner().run(
+        "echo out; echo err >&2; pwd; echo $GREETING; exit 3",
+        cwd=root,
+        timeout_s=10,
+        output_limit=1000,
+        env={"GREETING": "hi"},
+    )
+    assert result.exit_code == 3
+    assert result.output == f"out\nerr\n{root}\nhi\n"
+    assert (result.signal, result.timed_out, result.omitted_chars) == (None, False, 0)
+
+
+async def test_run_streams_chunks_as_they_come(root: Path) -> None:
+    chunks: list[tuple[float, str]] = []
+
+    async def on_output(text: str) -> None:
+        chunks.append((anyio.current_time(), text))
+
+    await LocalProcessRunner().run(
+        "echo first; sleep 0.3; echo second", cwd=root, timeout_s=10, output_limit=1000, on_output=on_output
+    )
+    assert [text for _, text in chunks] == ["first\n", "second\n"]
+    assert chunks[1][0] - chunks[0][0] > 0.2  # the first arrived while the command was still running
+
+
+async def test_run_keeps_the_end_of_long_output(root: Path) -> None:
+    result = await LocalProcessRunner().run("seq 1 20000", cwd=root, timeout_s=10, output_limit=100)
+    assert result.output.endswith("19999\n20000\n") and len(result.output) == 100
+    assert result.omitted_chars == len("".join(f"{i}\n" for i in range(1, 20001))) - 100
+
+
+async def test_a_timeout_kills_the_whole_process_group(root: Path) -> None:
+    seen: list[str] = []
+
+    async def on_output(text: str) -> None:
+        seen.append(text)
+
+    start = anyio.current_time()
+    result = await LocalProcessRunner().run(
+        "sleep 30 & echo $!; wait", cwd=root, timeout_s=0.5, output_limit=1000, on_output=on_output
+    )
+    assert anyio.current_time() - start < 5
+    assert result.timed_out and result.exit_code is None and result.signal == "SIGTERM"
+    await _wait_gone(int(result.output.strip()))
+
+
+async def test_a_process_ignoring_sigterm_is_killed(root: Path) -> None:
+    result = await LocalProcessRunner(kill_grace_s=0.2).run(
+        "trap '' TERM; sleep 30", cwd=root, timeout_s=0.3, output_limit=1000
+    )
+    assert result.timed_out and result.signal == "SIGKILL"
+
+
+async def test_cancellation_kills_the_whole_process_group(root: Path) -> None:
+    pids: list[int] = []
+
+    async def on_output(text: str) -> None:
+        pids.append(int(text.strip()))
+        tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(
+            lambda: LocalProcessRunner().run(
+                "sleep 30 & echo $!; wait", cwd=root, timeout_s=30, output_limit=1000, on_output=on_output
+            )
+        )
+    await _wait_gone(pids[0])
+
+
+async def test_background_jobs_do_not_hold_the_call(root: Path, tmp_path: Path) -> None:
+    start = anyio.current_time()
+    result = await LocalProcessRunner().run("sleep 3 & echo started", cwd=root, timeout_s=10, output_limit=100)
+    assert result.output == "started\n" and result.exit_code == 0
+    assert anyio.current_time() - start < 2
+
+
+async def test_a_signal_death_is_reported(root: Path) -> None:
+    result = await LocalProcessRunner().run("kill -KILL $$", cwd=root, timeout_s=10, output_limit=100)
+    assert (result.exit_code, result.signal, result.timed_out) == (None, signal.Signals.SIGKILL.name, False)
+
+
+# -- services --------------------------------------------------------------------------------------------------
+
+
+def make_ctx(cwd: Path, **services: object) -> ToolCallContext:
+    return ToolCallContext(
+        call_id="c",
+        tool_name="t",
+        thread_id="t",
+        run_id="r",
+        agent_id="a",
+        snapshot=Snapshot(0),
+        cwd=str(cwd),
+        services=services,
+    )
+
+
+async def test_services_default_to_local_implementations_on_ctx_cwd(root: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(root, **{ADDITIONAL_DIRECTORIES: [str(tmp_path)]})
+    ws = await get_workspace(ctx)
+    assert ws.roots == (root, tmp_path.resolve())
+    assert isinstance(get_file_system(ctx), LocalFileSystem)
+    assert isinstance(get_process_runner(ctx), LocalProcessRunner)
+
+
+async def test_services_given_are_used(root: Path) -> None:
+    ws, fs, runner = Workspace(root), LocalFileSystem(), LocalProcessRunner()
+    ctx = make_ctx(root, **{WORKSPACE: ws, FILE_SYSTEM: fs, PROCESS_RUNNER: runner})
+    assert await get_workspace(ctx) is ws
+    assert get_file_system(ctx) is fs
+    assert get_process_runner(ctx) is runner
+
+
+async def test_no_cwd_means_the_process_directory() -> None:
+    ctx = ToolCallContext(call_id="c", tool_name="t", thread_id="t", run_id="r", agent_id="a", snapshot=Snapshot(0))
+    assert (await get_workspace(ctx)).root == Path(os.getcwd()).resolve()
