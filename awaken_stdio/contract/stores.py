@@ -141,6 +141,7 @@ class RunRecord:
     parent_run_id: str | None = None
     session_id: str | None = None
     origin: str = "user"  # user | acp | mcp | cli | delegate | internal
+    cwd: str | None = None  # the working directory its tools ran in: a resume elsewhere runs them there again
     steps: int = 0
     usage: TokenUsage = field(default_factory=TokenUsage)
     input_message_ids: list[str] = field(default_factory=list)
@@ -178,6 +179,7 @@ class RunRecord:
             "parent_run_id": self.parent_run_id,
             "session_id": self.session_id,
             "origin": self.origin,
+            "cwd": self.cwd,
             "steps": self.steps,
             "usage": self.usage.to_json(),
             "input_message_ids": self.input_message_ids,
@@ -201,6 +203,7 @@ class RunRecord:
             parent_run_id=d.get("parent_run_id"),
             session_id=d.get("session_id"),
             origin=d.get("origin", "user"),
+            cwd=d.get("cwd"),
             steps=int(d.get("steps", 0)),
             usage=TokenUsage.from_json(d.get("usage")),
             input_message_ids=list(d.get("input_message_ids") or []),

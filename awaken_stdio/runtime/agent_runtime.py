@@ -237,6 +237,7 @@ class AgentRuntime:
             parent_run_id=activation.parent_run_id,
             session_id=activation.session_id,
             origin=activation.origin,
+            cwd=activation.cwd,
         )
 
     async def resume(
@@ -256,7 +257,7 @@ class AgentRuntime:
                 continue_run_id=run_id,
                 session_id=record.session_id,
                 origin=record.origin,
-                **activation,
+                **{"cwd": record.cwd, **activation},
             ),
             sink,
         )

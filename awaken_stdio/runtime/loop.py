@@ -414,8 +414,12 @@ class AgentLoop:
             agent.spec.system_prompt or None,
             overrides=dict(self.activation.overrides),
         )
-        for _, transform in agent.registrar.transforms:
-            request = transform(request)
+        if agent.registrar.transforms:
+            offered = {n: t.descriptor for n, t in agent.tools.items()}
+            offered.update((d.name, d) for d in self.activation.frontend_tools)
+            ctx = self.ctx(Phase.BEFORE_INFERENCE, offered_tools=offered)()
+            for _, transform in agent.registrar.transforms:
+                request = transform(request, ctx)
         return request
 
     async def _infer(self, message_id: str) -> StreamResult:

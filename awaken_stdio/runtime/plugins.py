@@ -7,7 +7,7 @@ registrations of every plugin an agent uses into that run's state store and phas
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.inference import InferenceRequest, StreamResult
     from awaken_stdio.contract.profile import ProfileAccess, ProfileKey
     from awaken_stdio.contract.suspension import SuspendTicket, ToolCallResume
+    from awaken_stdio.contract.tools import ToolDescriptor
 
 __all__ = [
     "Block",
@@ -59,7 +60,8 @@ class Phase(StrEnum):
 
 @dataclass(slots=True)
 class PhaseContext:
-    """What a hook sees. Tool fields are set in the tool phases, ``response`` after inference."""
+    """What a hook sees. Tool fields are set in the tool phases, ``response`` after inference, ``offered_tools``
+    (the descriptors of the tools in the request, by name) for request transforms."""
 
     phase: Phase
     snapshot: Snapshot
@@ -79,6 +81,7 @@ class PhaseContext:
     profile: ProfileAccess | None = None
     cancel: CancelToken | None = None
     services: dict[str, Any] = field(default_factory=dict)
+    offered_tools: Mapping[str, ToolDescriptor] = field(default_factory=dict)
 
     def state(self, key: StateKey[Any, Any]) -> Any:
         return self.snapshot.get(key)
@@ -110,7 +113,7 @@ class SetResult:
 
 GateDecision = Block | Suspend | SetResult
 ToolGateHook = Callable[[PhaseContext], Awaitable[GateDecision | None]]
-RequestTransform = Callable[["InferenceRequest"], "InferenceRequest"]
+RequestTransform = Callable[["InferenceRequest", PhaseContext], "InferenceRequest"]
 ScheduledActionHandler = Callable[[PhaseContext, Any], Awaitable[StateCommand | None]]
 EffectHandler = Callable[[Any, Snapshot], Awaitable[None]]
 

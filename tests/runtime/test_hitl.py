@@ -361,3 +361,21 @@ async def test_decisions_with_a_new_message_put_the_replayed_result_before_the_m
     assert roles[call_at + 1] == ("tool", "c1")
     assert roles[call_at + 2] == ("user", "and then?")
     assert waiting.run_id == loaded.latest_run.run_id if loaded.latest_run else False
+
+
+async def test_a_durable_resume_runs_the_tool_in_the_run_s_working_directory(tmp_path: Any) -> None:
+    seen: list[str | None] = []
+
+    async def record_cwd(args: dict[str, Any], ctx: ToolCallContext) -> str:
+        seen.append(ctx.cwd)
+        return "ok"
+
+    runtime = make_runtime([turn("", call("where", id="c1")), turn("done")], tools=[FnTool("where", record_cwd)])
+    runtime.add_plugin(AskPermission())
+    waiting = await runtime.run_to_completion(RunActivation([Message.user("go")], thread_id="t", cwd=str(tmp_path)))
+
+    other = AgentRuntime(store=runtime.store, agents=runtime.agents.values(), tools=runtime.tools.values())
+    other.models, other.plugins = runtime.models, runtime.plugins
+    await other.resume(waiting.run_id, [("c1", APPROVE)])
+
+    assert seen == [str(tmp_path)]
