@@ -11,13 +11,14 @@ $(PY):
 install: $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[dev,all]"
+	$(PY) -m pip install -q -e examples/awaken_weather  # the example tool package (its entry point is tested)
 
 test: $(PY)
 	$(PY) -m pytest -q
 
 lint: $(PY)
-	$(PY) -m ruff check awaken_stdio tests bench
-	$(PY) -m ruff format --check awaken_stdio tests bench
+	$(PY) -m ruff check awaken_stdio tests bench examples
+	$(PY) -m ruff format --check awaken_stdio tests bench examples
 
 format: $(PY)
 	$(PY) -m ruff format awaken_stdio tests bench

@@ -1,0 +1,495 @@
+"""``tools/call``: running a published tool, an agent (``agent_<id>``) or ``resume_run``, and shaping the result.
+
+Failures the model can fix or should know about are results with ``isError`` (bad arguments, a tool that raised, a
+refused approval, an unknown run); only protocol faults are JSON-RPC errors (an unknown tool, a forged
+``requestState``), raised by the caller in ``server.py``.
+
+Approvals. An agent run whose tool call needs a person's approval is never kept waiting in memory: the runtime ends
+it ``waiting`` with its tickets committed to the store, and the decision resumes it through ``App.decide`` (from the
+store, exactly once, in this process or any other). So the three ways to answer are one path: a handshake-era client
+with form elicitation is asked at once by ``elicitation/create``; a 2026-era client gets an ``InputRequiredResult``
+and retries with the answers; any client can call ``resume_run`` later, even after this process was killed.
+
+Progress. With a ``progressToken``, the run's start, each step and each tool call become ``notifications/progress``
+(counting up by one), with a heartbeat at least every ``heartbeat_s``; a call stops reporting before its result is
+returned, so nothing follows the response. Run events at or above the client's log level also go out as
+``notifications/message``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from awaken_stdio.contract.errors import AwakenError, InvalidResume, ThreadAlreadyRunning, ToolError
+from awaken_stdio.contract.events import (
+    ActivitySnapshot,
+    AgentEvent,
+    ErrorEvent,
+    RunFinish,
+    RunStart,
+    StepStart,
+    ToolCallDone,
+    ToolCallReady,
+)
+from awaken_stdio.contract.ids import new_id
+from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.tools import CancelToken, ToolCallContext, ToolOutput, ToolResult, tool_error_result
+from awaken_stdio.protocols.jsonrpc import ConnectionClosedError, JsonRpcError, JsonRpcPeer, RequestId
+from awaken_stdio.protocols.mcp.approvals import (
+    approval_message,
+    can_elicit,
+    decision_from_answer,
+    elicitation_params,
+)
+from awaken_stdio.protocols.mcp.wire import LOG_LEVELS, LogLevel, text_block
+from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
+
+if TYPE_CHECKING:
+    from awaken_stdio.app import App
+    from awaken_stdio.contract.stores import WaitingTicket
+    from awaken_stdio.protocols.mcp.approvals import StateSeal
+    from awaken_stdio.protocols.mcp.catalog import Entry
+    from awaken_stdio.protocols.mcp.wire import CallToolParams
+
+__all__ = ["MAX_RESULT_CHARS", "CallRunner", "Refusal", "Request", "ToolCall"]
+
+log = logging.getLogger(__name__)
+
+MAX_RESULT_CHARS = 100_000  # ~25k tokens, where hosts start cutting results themselves
+HEARTBEAT_S = 10.0  # under the 15 s some clients reset their timeouts on
+ELICITATION_TIMEOUT_S = 600.0
+_DIRECT = "mcp-direct"  # thread, run and agent id of tool calls made outside any agent run
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a handler needs to know about the request it serves, in either era."""
+
+    era: Literal["legacy", "modern"]
+    version: str
+    request_id: RequestId
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    progress_token: str | int | None = None
+    log_level: LogLevel | None = None
+
+
+class Refusal(Exception):
+    """Ends a call with an ``isError`` result carrying this text (something the model or the user can act on)."""
+
+
+class ToolCall:
+    """One ``tools/call`` in flight: its progress, its log messages and whether the client cancelled it."""
+
+    def __init__(self, peer: JsonRpcPeer, request: Request, *, heartbeat_s: float = HEARTBEAT_S) -> None:
+        self.peer = peer
+        self.request = request
+        self.heartbeat_s = heartbeat_s
+        self.cancel = CancelToken()
+        self._progress = 0
+        self._open = True
+
+    def close(self) -> None:
+        """Nothing more is reported: the result (or nothing, when cancelled) comes next."""
+        self._open = False
+
+    def cancelled_by_client(self) -> None:
+        self._open = False
+        self.cancel.cancel()
+
+    async def progress(self, message: str) -> None:
+        if self.request.progress_token is None or not self._open:
+            return
+        self._progress += 1
+        params = {"progressToken": self.request.progress_token, "progress": self._progress, "message": message}
+        await self._notify("notifications/progress", params)
+
+    async def log(self, level: LogLevel, text: str) -> None:
+        threshold = self.request.log_level
+        if threshold is None or not self._open or LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
+            return
+        await self._notify("notifications/message", {"level": level, "logger": "awaken-stdio", "data": text})
+
+    async def heartbeat(self) -> None:
+        """Progress at least every ``heartbeat_s`` while a run works: clients reset their timeouts on it."""
+        if self.request.progress_token is None:
+            return
+        started = anyio.current_time()
+        while True:
+            await anyio.sleep(self.heartbeat_s)
+            await self.progress(f"working ({anyio.current_time() - started:.0f} s)")
+
+    async def on_event(self, event: AgentEvent) -> None:
+        """The event sink of the agent runs this call drives."""
+        if isinstance(event, RunStart):
+            await self.progress(f"run {event.run_id} started")
+            await self.log("info", f"run {event.run_id} of agent {event.agent_id} started")
+        elif isinstance(event, StepStart):
+            await self.progress(f"step {event.step}")
+        elif isinstance(event, ToolCallReady):
+            await self.progress(f"calling {event.name}")
+            await self.log("debug", f"calling {event.name} ({event.id})")
+        elif isinstance(event, ToolCallDone):
+            name = event.result.tool_name
+            await self.progress(f"{name} {event.outcome}")
+            if event.outcome == "failed":
+                await self.log("warning", f"{name} failed: {_clip(event.result.text_for_model(), 300)}")
+        elif isinstance(event, ActivitySnapshot) and isinstance(event.content, dict):
+            if event.content.get("message"):
+                await self.progress(str(event.content["message"]))
+        elif isinstance(event, RunFinish):
+            status = event.result.status if event.result else event.termination.type
+            await self.log("info", f"run {event.run_id} {status}")
+        elif isinstance(event, ErrorEvent):
+            await self.log("error", f"run failed: {event.message}")
+
+    async def _notify(self, method: str, params: dict[str, Any]) -> None:
+        try:
+            await self.peer.notify(method, params)
+        except ConnectionClosedError:
+            self._open = False
+
+
+class CallRunner:
+    """Runs published entries for ``server.py`` once the app is open."""
+
+    def __init__(self, app: App, seal: StateSeal, peer: JsonRpcPeer, *, permission: str = "allow") -> None:
+        self.app = app
+        self.seal = seal
+        self.peer = peer
+        self.permission = permission
+
+    # -- entry points -------------------------------------------------------------------------------------------
+
+    async def call(self, entry: Entry, params: CallToolParams, call: ToolCall, state: dict[str, Any] | None) -> Any:
+        """The ``tools/call`` result for ``entry``; ``state`` is the unsealed ``requestState`` of a retry."""
+        args = params.arguments or {}
+        resuming = state is not None and state.get("k") == "run"
+        if entry.kind == "tool" and not resuming:
+            try:
+                return await self._run_tool(entry, args, params, call, state)
+            except Refusal as refusal:
+                return error_result(str(refusal))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call.heartbeat)
+            try:
+                if resuming:
+                    assert state is not None
+                    result = await self._decide_answers(state, params, call)
+                elif entry.kind == "agent":
+                    result = await self._start_agent(entry, args, call)
+                else:
+                    result = await self._resume(args, call)
+                outcome = await self._settle(result, params, call)
+            except Refusal as refusal:
+                outcome = error_result(str(refusal))
+            tg.cancel_scope.cancel()
+        return outcome
+
+    # -- plain tools --------------------------------------------------------------------------------------------
+
+    async def _run_tool(
+        self, entry: Entry, args: dict[str, Any], params: CallToolParams, call: ToolCall, state: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        tool = self.app.runtime.tools.get(entry.target)
+        if tool is None:
+            raise Refusal(f"The tool {entry.name} is no longer available; list the tools again.")
+        if entry.guarded and self.permission == "ask":
+            asked = await self._permit(tool.descriptor, args, params, call, state)
+            if asked is not None:
+                return asked
+        from awaken_stdio.contract.state import Snapshot
+
+        ctx = ToolCallContext(
+            new_id(),
+            tool.name,
+            _DIRECT,
+            _DIRECT,
+            _DIRECT,
+            Snapshot(0),
+            cwd=self.app.settings.cwd,
+            cancel=call.cancel,
+            emit=call.on_event,
+        )
+        try:
+            out = await tool.execute(tool.validate_args(args), ctx)
+        except anyio.get_cancelled_exc_class():
+            call.cancel.cancel()  # a tool running in a worker thread watches the token
+            raise
+        except ToolError as exc:
+            text = str(exc)
+            return error_result(f"Invalid arguments: {text}" if exc.kind == "invalid_arguments" else text)
+        except Exception as exc:
+            log.debug("tool %s raised", tool.name, exc_info=True)
+            out = tool_error_result(tool.name, exc)
+        if isinstance(out, ToolOutput):
+            out = out.result
+        result = out if isinstance(out, ToolResult) else ToolResult.success(tool.name, out)
+        if result.is_pending:
+            return error_result(f"{tool.name} is waiting for a decision this server cannot make: {result.message}")
+        return tool_result(result, structured_ok=entry.output_schema is None or isinstance(result.data, dict))
+
+    async def _permit(
+        self,
+        descriptor: Any,
+        args: dict[str, Any],
+        params: CallToolParams,
+        call: ToolCall,
+        state: dict[str, Any] | None,
+    ) -> dict[str, Any] | None:
+        """The ``[mcp] permission = "ask"`` policy: None to run the call, else the result to answer with.
+
+        The permission plugin judges the call as for an agent without rules (read-only tools run, everything else
+        asks; remembered answers of this workspace apply) and remembers ``always`` answers the same way.
+        """
+        from awaken_stdio.contract.agent import AgentSpec
+        from awaken_stdio.contract.state import Snapshot
+        from awaken_stdio.runtime.permission import PermissionPlugin
+        from awaken_stdio.runtime.plugins import Block, Phase, PhaseContext, Suspend
+
+        plugin = PermissionPlugin(self.app.store)
+        ctx = PhaseContext(
+            Phase.TOOL_GATE,
+            Snapshot(0),
+            _DIRECT,
+            _DIRECT,
+            AgentSpec(_DIRECT),
+            [],
+            tool_name=descriptor.name,
+            tool_args=args,
+            tool_descriptor=descriptor,
+            cwd=self.app.settings.cwd,
+        )
+        gate = await plugin.gate(ctx)
+        if isinstance(gate, Block):
+            raise Refusal(f"The call to {params.name} is refused: a remembered answer rejects it in this workspace.")
+        if not isinstance(gate, Suspend):
+            return None
+        message = approval_message(params.name, args, "The MCP client")
+        if state is not None and state.get("k") == "permit":
+            answer = (params.input_responses or {}).get("decision")
+        elif not can_elicit(call.request.client_capabilities):
+            raise Refusal(
+                f'{params.name} needs the user\'s approval ([mcp] permission = "ask"), but this client cannot ask '
+                '(no form elicitation). Set [mcp] permission = "allow" to let the client\'s own confirmation decide.'
+            )
+        elif call.request.era == "modern":
+            return self._input_required({"decision": message}, params, {"k": "permit"})
+        else:
+            answer = await self._elicit(message)
+            if answer is None:
+                raise Refusal(f"{params.name} needs the user's approval, and the client did not answer.")
+        decision = decision_from_answer(answer)
+        await plugin.on_decision(ctx, decision)
+        if decision.action != "resume":
+            raise Refusal(f"The user rejected the call to {params.name}.")
+        return None
+
+    # -- agent runs ---------------------------------------------------------------------------------------------
+
+    async def _start_agent(self, entry: Entry, args: dict[str, Any], call: ToolCall) -> AgentRunResult | None:
+        thread_id, session_id = await self._thread_for(args.get("session_id"))
+        activation = RunActivation(
+            [Message.user(args["message"])],
+            thread_id=thread_id,
+            agent_id=entry.target,
+            session_id=session_id,
+            origin="mcp",
+            cwd=self.app.settings.cwd,
+        )
+        try:
+            return await self.app.runtime.run(activation, call.on_event)
+        except ThreadAlreadyRunning:
+            raise Refusal(
+                f"The conversation {args.get('session_id')} is busy with another run; wait for it to finish, or "
+                "leave session_id out to start a new conversation."
+            ) from None
+        except AwakenError as exc:
+            raise Refusal(f"The run failed: {exc}") from exc
+
+    async def _thread_for(self, session_id: str | None) -> tuple[str | None, str | None]:
+        """An ACP session's thread (and the session), or a thread an earlier result named; (None, None): new."""
+        if not session_id:
+            return None, None
+        store = self.app.store
+        session = await store.load_session(session_id)
+        if session is not None:
+            return session.thread_id, session.session_id
+        if await store.latest_run(session_id) is not None:
+            return session_id, None
+        raise Refusal(
+            f"Unknown session_id {session_id!r}: pass the thread_id of an earlier result or an ACP session id, "
+            "or leave session_id out to start a new conversation."
+        )
+
+    async def _resume(self, args: dict[str, Any], call: ToolCall) -> AgentRunResult | None:
+        run_id = args["run_id"]
+        record = await self.app.store.load_run(run_id)
+        if record is None:
+            raise Refusal(
+                f"No run {run_id!r} exists. Use the run_id of an agent result whose status is waiting "
+                "(`awaken-stdio runs list --status waiting` lists them)."
+            )
+        if record.status != "waiting" or record.waiting is None:
+            raise Refusal(
+                f"Run {run_id} is {record.display_status}, not waiting for approval: there is nothing to resume. "
+                "Call the agent tool again (with session_id set to its thread_id to continue the conversation)."
+            )
+        pending = {t.tool_call_id for t in record.waiting.tickets}
+        decisions = []
+        for item in args["decisions"]:
+            if item["tool_call_id"] not in pending:
+                waiting = ", ".join(sorted(pending))
+                raise Refusal(f"Run {run_id} has no pending tool call {item['tool_call_id']!r}; pending: {waiting}.")
+            always = bool(item.get("always"))
+            decision = (
+                ToolCallResume.approve(always=always)
+                if item["approve"]
+                else ToolCallResume.reject(item.get("reason") or "rejected by the user", always=always)
+            )
+            decisions.append((item["tool_call_id"], decision))
+        return await self._decide(run_id, decisions, call)
+
+    async def _decide_answers(
+        self, state: dict[str, Any], params: CallToolParams, call: ToolCall
+    ) -> AgentRunResult | None:
+        """The retry of an ``InputRequiredResult``: the client's answers resume the waiting run."""
+        responses = params.input_responses or {}
+        decisions = [(cid, decision_from_answer(responses[cid])) for cid in state["calls"] if cid in responses]
+        if not decisions:
+            raise Refusal(f"No answer for the pending calls of run {state['run']}; call resume_run to decide them.")
+        return await self._decide(state["run"], decisions, call)
+
+    async def _decide(
+        self, run_id: str, decisions: list[tuple[str, ToolCallResume]], call: ToolCall
+    ) -> AgentRunResult | None:
+        try:
+            return await self.app.decide(run_id, decisions, call.on_event)
+        except InvalidResume as exc:
+            raise Refusal(f"Cannot resume run {run_id}: {exc}. It was probably decided already; nothing ran.") from None
+        except ThreadAlreadyRunning:
+            raise Refusal(f"Run {run_id} is being resumed by someone else; nothing was done.") from None
+        except AwakenError as exc:
+            raise Refusal(f"The run failed: {exc}") from exc
+
+    async def _settle(self, result: AgentRunResult | None, params: CallToolParams, call: ToolCall) -> dict[str, Any]:
+        """Ask for approvals while the client can answer; a run still waiting is returned as ``waiting``."""
+        while result is not None and result.status == "waiting" and result.pending:
+            if not can_elicit(call.request.client_capabilities):
+                break
+            if call.request.era == "modern":
+                questions = {t.tool_call_id: _ticket_question(t, result) for t in result.pending}
+                state = {"k": "run", "run": result.run_id, "calls": list(questions)}
+                return self._input_required(questions, params, state)
+            decisions = []
+            for ticket in result.pending:
+                answer = await self._elicit(_ticket_question(ticket, result))
+                if answer is None:
+                    break
+                decisions.append((ticket.tool_call_id, decision_from_answer(answer)))
+            if not decisions:
+                break
+            result = await self._decide(result.run_id, decisions, call)
+        if result is None:  # delivered to a run alive in this process: it goes on there
+            return {"content": [text_block("The decisions were delivered to the running run.")], "isError": False}
+        return run_result(result)
+
+    async def _elicit(self, message: str) -> Any:
+        """A handshake-era ``elicitation/create``; None when the client fails to answer."""
+        try:
+            return await self.peer.request(
+                "elicitation/create", elicitation_params(message), timeout=ELICITATION_TIMEOUT_S
+            )
+        except JsonRpcError as exc:
+            log.info("elicitation failed (%s); the run stays waiting", exc.message)
+            return None
+
+    def _input_required(
+        self, questions: dict[str, str], params: CallToolParams, state: dict[str, Any]
+    ) -> dict[str, Any]:
+        requests = {
+            key: {"method": "elicitation/create", "params": elicitation_params(message)}
+            for key, message in questions.items()
+        }
+        return {
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": self.seal.seal(params.name, params.arguments, state),
+        }
+
+
+def _ticket_question(ticket: WaitingTicket, result: AgentRunResult) -> str:
+    return approval_message(ticket.tool_name, ticket.arguments, f"Agent {result.agent_id} (run {result.run_id})")
+
+
+# -- results --------------------------------------------------------------------------------------------------------
+
+
+def error_result(text: str) -> dict[str, Any]:
+    return {"content": [text_block(text)], "isError": True}
+
+
+def run_result(result: AgentRunResult) -> dict[str, Any]:
+    """The answer first (what the model reads), then the ids as a JSON twin of ``structuredContent``."""
+    structured: dict[str, Any] = {
+        "run_id": result.run_id,
+        "thread_id": result.thread_id,
+        "status": result.status,
+        "response": result.response,
+    }
+    text = result.response or f"(the run ended {result.status} without an answer)"
+    if result.status == "waiting":
+        structured["pending"] = [
+            {
+                "tool_call_id": t.tool_call_id,
+                "tool": t.tool_name,
+                "arguments": t.arguments if isinstance(t.arguments, dict) else {"value": t.arguments},
+                "reason": t.message or t.reason,
+            }
+            for t in result.pending
+        ]
+        pending = structured["pending"]
+        lines = [f"- {p['tool_call_id']}: {p['tool']} {_clip(_json(p['arguments']), 300)}" for p in pending]
+        decisions = [{"tool_call_id": p["tool_call_id"], "approve": True} for p in pending]
+        example = {"run_id": result.run_id, "decisions": decisions}
+        text = (
+            (result.response + "\n\n" if result.response else "")
+            + "The run is waiting for approval of these tool calls:\n"
+            + "\n".join(lines)
+            + f"\nTo continue, call resume_run with {_json(example)} (approve: false rejects a call)."
+        )
+    ids = {k: v for k, v in structured.items() if k != "response"}
+    content = [text_block(_cap(text)), text_block(_json(ids))]
+    return {"content": content, "structuredContent": structured, "isError": result.status == "failed"}
+
+
+def tool_result(result: ToolResult, *, structured_ok: bool = True) -> dict[str, Any]:
+    """A tool's result: its text for the model, and its data as ``structuredContent`` when it is an object."""
+    out: dict[str, Any] = {"content": [text_block(_cap(result.text_for_model()))], "isError": result.is_error}
+    structured = isinstance(result.data, dict) and structured_ok and not result.is_error
+    if structured and len(_json(result.data)) <= MAX_RESULT_CHARS:
+        out["structuredContent"] = result.data
+    return out
+
+
+def _cap(text: str) -> str:
+    if len(text) <= MAX_RESULT_CHARS:
+        return text
+    return (
+        text[:MAX_RESULT_CHARS]
+        + f"\n\n[truncated: showing {MAX_RESULT_CHARS} of {len(text)} characters. Ask for less at a time (a "
+        "narrower path or pattern, a line range, a limit) to see the rest.]"
+    )
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)

@@ -1,0 +1,453 @@
+"""``awaken-stdio mcp``: the MCP server, both protocol eras on one stdio process.
+
+It runs on the project's ``JsonRpcPeer`` (framing, concurrency, cancellation, EOF and parent death are the peer's),
+with the MCP semantics here: the era, chosen by the first request and then locked (``initialize`` opens the
+handshake era, 2024-11-05 to 2025-11-25; a request whose ``_meta`` carries the 2026-07-28 envelope opens the modern
+one); the per-request envelope checks; ``resultType`` and the ``serverInfo`` stamp on modern results; ``tools/list``
+and its change notifications; logging; and ``tools/call``, whose work lives in ``calls.py``.
+
+Start-up order matters to hosts that give a server 5-10 s (DESIGN section 6): nothing but the config is loaded
+before the first answer is on the wire. Then the app opens (store, runtime, tools) and the configured MCP servers
+connect, each under its own timeout, before the first ``tools/list`` is answered, so that listing is complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import anyio.abc
+
+from awaken_stdio.protocols.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    JsonRpcError,
+    JsonRpcPeer,
+    Params,
+    RequestContext,
+)
+from awaken_stdio.protocols.mcp.calls import HEARTBEAT_S, Request, ToolCall
+from awaken_stdio.protocols.mcp.wire import (
+    CLIENT_CAPABILITIES_KEY,
+    HANDSHAKE_VERSIONS,
+    LOG_LEVEL_KEY,
+    LOG_LEVELS,
+    MODERN_VERSIONS,
+    PROTOCOL_VERSION_KEY,
+    SERVER_INFO_KEY,
+    SUBSCRIPTION_ID_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    CallToolParams,
+    CancelledParams,
+    InitializeParams,
+    ListenParams,
+    ListToolsParams,
+    LogLevel,
+    SetLevelParams,
+)
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
+
+    from awaken_stdio.app import App, Settings
+    from awaken_stdio.protocols.mcp.calls import CallRunner
+    from awaken_stdio.protocols.mcp.catalog import Catalog
+    from awaken_stdio.tools.mcp_client import McpServerStatus, McpToolsets
+
+__all__ = ["McpServer", "serve"]
+
+log = logging.getLogger(__name__)
+
+Era = Literal["legacy", "modern"]
+
+DEFAULT_PAGE_SIZE = 100
+TOOLS_TTL_MS = 60_000  # a client that does not listen for changes refetches the list within a minute
+DISCOVER_TTL_MS = 600_000  # what discover describes is fixed for the life of the process
+INSTRUCTIONS = (
+    "awaken-stdio publishes the tools of this workspace and its agents (agent_<id>). Agent runs are durable: a run "
+    "that ends with status waiting needs approval of its pending tool calls, given with resume_run, now or later."
+)
+_LEGACY_ONLY = frozenset({"initialize", "ping", "logging/setLevel"})
+_MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
+
+
+class McpServer:
+    """One MCP server process: register its handlers on ``peer``, run ``run_app`` beside ``peer.run``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        heartbeat_s: float = HEARTBEAT_S,
+        watch_parent: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.peer = JsonRpcPeer(watch_parent=watch_parent)
+        self.page_size = page_size
+        self.heartbeat_s = heartbeat_s
+        self.era: Era | None = None
+        self._version: str | None = None  # the handshake era's negotiated version
+        self._client_capabilities: dict[str, Any] = {}
+        self._log_level: LogLevel | None = None
+        self._want_app = anyio.Event()  # the first answer is on the wire, or a request needs the app
+        self._ready = anyio.Event()
+        self._stopping = anyio.Event()
+        self._app_error: str | None = None
+        self._app: App | None = None
+        self._runner: CallRunner | None = None
+        self._catalog: Catalog | None = None
+        self._toolsets: McpToolsets | None = None
+        self._server_tools: set[str] = set()
+        self._calls: dict[Any, ToolCall] = {}
+        self._listeners: dict[Any, MemoryObjectSendStream[None]] = {}
+        self._register()
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    async def run(self, reader: anyio.abc.ByteReceiveStream, writer: anyio.abc.ByteSendStream) -> None:
+        """Serve until input EOF (or parent death), then close the app."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.run_app)
+            try:
+                await self.peer.run(reader, _Announcing(writer, self._want_app))
+            finally:
+                self._stopping.set()
+                self._want_app.set()
+
+    async def run_app(self) -> None:
+        """Open the app once it is wanted; keep it (and the configured MCP servers) open until the peer stops."""
+        await self._want_app.wait()
+        if self._stopping.is_set():
+            return
+        from awaken_stdio.app import open_app
+        from awaken_stdio.protocols.mcp.approvals import StateSeal, load_seal_key
+        from awaken_stdio.protocols.mcp.calls import CallRunner
+        from awaken_stdio.tools.mcp_client import configured_specs, open_mcp_toolsets
+
+        try:
+            async with open_app(self.settings) as app:
+                import jsonschema  # noqa: F401 - loaded now rather than on the first tools/call
+
+                seal = StateSeal(await load_seal_key(app.store))
+                config = self.settings.loaded.config
+                self._app = app
+                self._runner = CallRunner(app, seal, self.peer, permission=config.mcp.permission)
+                specs = configured_specs(config.mcp_servers)
+                if specs:
+                    async with open_mcp_toolsets(specs, on_change=self._on_toolsets_change) as toolsets:
+                        self._toolsets = toolsets
+                        self._sync_server_tools()
+                        await self._serve_app()
+                else:
+                    await self._serve_app()
+        except Exception as exc:
+            log.exception("could not open the app")
+            self._app_error = f"awaken-stdio could not start: {exc}"
+            self._ready.set()
+
+    async def _serve_app(self) -> None:
+        assert self._app is not None
+        self._rebuild_catalog()
+        self._ready.set()
+        await self._stopping.wait()
+
+    async def _app_ready(self) -> CallRunner:
+        self._want_app.set()
+        await self._ready.wait()
+        if self._runner is None:
+            raise JsonRpcError(INTERNAL_ERROR, self._app_error or "the server is shutting down")
+        return self._runner
+
+    # -- tool list ----------------------------------------------------------------------------------------------
+
+    def _rebuild_catalog(self) -> bool:
+        """Rebuild the published list from the runtime; True when it changed."""
+        from awaken_stdio.protocols.mcp.catalog import Catalog
+
+        assert self._app is not None
+        runtime = self._app.runtime
+        catalog = Catalog.build(runtime.tools, runtime.agents)
+        changed = self._catalog is not None and catalog.listings != self._catalog.listings
+        self._catalog = catalog
+        return changed
+
+    def _sync_server_tools(self) -> None:
+        assert self._app is not None and self._toolsets is not None
+        runtime = self._app.runtime
+        tools = self._toolsets.tools()
+        names = {t.name for t in tools}
+        for gone in self._server_tools - names:
+            runtime.remove_tool(gone)
+        for tool in tools:
+            runtime.add_tool(tool, replace=True)
+        self._server_tools = names
+
+    async def _on_toolsets_change(self, status: McpServerStatus) -> None:
+        log.info("MCP server %s: %s", status.name, status.state)
+        self._sync_server_tools()
+        if self._ready.is_set() and self._rebuild_catalog():
+            await self.tools_changed()
+
+    async def tools_changed(self) -> None:
+        """Tell the client the tool list changed: a notification (handshake era) or each listen stream (modern)."""
+        if self.era == "legacy" and self._version is not None:
+            try:
+                await self.peer.notify("notifications/tools/list_changed")
+            except JsonRpcError:
+                pass
+        for stream in list(self._listeners.values()):
+            try:
+                stream.send_nowait(None)
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+
+    # -- dispatch -----------------------------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        route = self._route
+        route("initialize", self._initialize)
+        route("ping", self._ping)
+        route("logging/setLevel", self._set_level)
+        route("server/discover", self._discover)
+        route("subscriptions/listen", self._listen)
+        route("tools/list", self._list_tools)
+        route("tools/call", self._call_tool)
+        self.peer.register_notification("notifications/cancelled", self._cancelled)
+        self.peer.register_notification("notifications/initialized", self._initialized)
+
+    def _route(self, method: str, handler: Any) -> None:
+        async def serve(params: Params, ctx: RequestContext) -> Any:
+            if params is not None and not isinstance(params, dict):
+                raise JsonRpcError(INVALID_PARAMS, "Invalid params: params must be an object")
+            params = params or {}
+            assert ctx.request_id is not None
+            request = self._admit(method, params, ctx.request_id)
+            result = await handler(params, request, ctx)
+            if request.era == "modern":
+                result.setdefault("resultType", "complete")
+                meta = result.get("_meta")
+                result["_meta"] = {**(meta if isinstance(meta, dict) else {}), SERVER_INFO_KEY: _server_info()}
+            return result
+
+        self.peer.register(method, serve)
+
+    def _admit(self, method: str, params: dict[str, Any], request_id: Any) -> Request:
+        """The era checks, in the SDK's order; synchronous, so the first request to arrive decides the era."""
+        meta = params.get("_meta")
+        enveloped = method != "initialize" and isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
+        if self.era is None:
+            self.era = "modern" if enveloped else "legacy"
+            log.info("serving the %s protocol era", "2026-07-28" if enveloped else "handshake")
+        if self.era == "modern":
+            if method == "initialize":
+                requested = params.get("protocolVersion")
+                data: dict[str, Any] = {"supported": list(MODERN_VERSIONS)}
+                if isinstance(requested, str):
+                    data["requested"] = requested
+                raise JsonRpcError(
+                    UNSUPPORTED_PROTOCOL_VERSION,
+                    "this process serves the 2026-07-28 protocol; the initialize handshake is not accepted",
+                    data,
+                )
+            version, capabilities = _envelope(meta)
+            if method in _LEGACY_ONLY:
+                raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            level = meta.get(LOG_LEVEL_KEY) if isinstance(meta, dict) else None
+            return Request(
+                "modern",
+                version,
+                request_id,
+                capabilities,
+                meta.get("progressToken") if isinstance(meta, dict) else None,
+                level if level in LOG_LEVELS else None,
+            )
+        if enveloped:
+            raise JsonRpcError(
+                INVALID_REQUEST,
+                "this process serves the handshake protocol era; requests carrying the 2026-07-28 envelope are "
+                "not accepted on it",
+            )
+        if method in _MODERN_ONLY:
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        if self._version is None and method not in ("initialize", "ping"):
+            raise JsonRpcError(INVALID_PARAMS, "Invalid request parameters: initialize first")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        return Request("legacy", self._version or "", request_id, self._client_capabilities, token, self._log_level)
+
+    # -- handlers -----------------------------------------------------------------------------------------------
+
+    async def _initialize(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+        p = InitializeParams.model_validate(params)
+        version = p.protocol_version if p.protocol_version in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
+        self._version = version
+        self._client_capabilities = p.capabilities
+        client = (p.client_info or {}).get("name", "an unnamed client")
+        log.info("initialize from %s: protocol %s (asked %s)", client, version, p.protocol_version)
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+            "serverInfo": _server_info(),
+            "instructions": INSTRUCTIONS,
+        }
+
+    async def _ping(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+        return {}
+
+    async def _set_level(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+        self._log_level = SetLevelParams.model_validate(params).level
+        return {}
+
+    async def _discover(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+        return {
+            "supportedVersions": list(MODERN_VERSIONS),
+            "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+            "serverInfo": _server_info(),
+            "instructions": INSTRUCTIONS,
+            "ttlMs": DISCOVER_TTL_MS,
+            "cacheScope": "private",
+        }
+
+    async def _list_tools(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+        from awaken_stdio.protocols.mcp.catalog import InvalidCursor
+
+        cursor = ListToolsParams.model_validate(params).cursor
+        await self._app_ready()
+        assert self._catalog is not None
+        try:
+            tools, next_cursor = self._catalog.page(cursor, self.page_size)
+        except InvalidCursor:
+            raise JsonRpcError(INVALID_PARAMS, "Invalid params: unknown cursor") from None
+        result: dict[str, Any] = {"tools": tools}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        if request.era == "modern":
+            result.update(ttlMs=TOOLS_TTL_MS, cacheScope="private")
+        return result
+
+    async def _call_tool(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+        from awaken_stdio.protocols.mcp.approvals import InvalidState
+
+        p = CallToolParams.model_validate(params)
+        runner = await self._app_ready()
+        assert self._catalog is not None
+        entry = self._catalog.by_name.get(p.name)
+        if entry is None:
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {p.name}")
+        state = None
+        if request.era == "modern" and p.request_state is not None:
+            try:
+                state = runner.seal.unseal(p.request_state, p.name, p.arguments)
+            except InvalidState as exc:
+                log.warning("requestState rejected for %s: %s", p.name, exc)
+                raise JsonRpcError(
+                    INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
+                ) from None
+        problem = self._catalog.check_arguments(entry, p.arguments or {})
+        if problem is not None:
+            return {"content": [{"type": "text", "text": problem}], "isError": True}
+        call = self._calls[request.request_id] = ToolCall(self.peer, request, heartbeat_s=self.heartbeat_s)
+        try:
+            return await runner.call(entry, p, call, state)  # type: ignore[no-any-return]
+        finally:
+            call.close()
+            del self._calls[request.request_id]
+
+    async def _listen(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+        wanted = ListenParams.model_validate(params).notifications
+        meta = {SUBSCRIPTION_ID_KEY: request.request_id}
+        honored = {"toolsListChanged": True} if wanted.get("toolsListChanged") else {}
+        send, receive = anyio.create_memory_object_stream[None](math.inf)
+        if honored:
+            self._listeners[request.request_id] = send
+        try:
+            await self.peer.notify(
+                "notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta}
+            )
+            async with receive:
+                async for _ in receive:
+                    await self.peer.notify("notifications/tools/list_changed", {"_meta": meta})
+        finally:
+            self._listeners.pop(request.request_id, None)
+            send.close()
+        return {"_meta": meta}
+
+    async def _cancelled(self, params: Params, ctx: RequestContext) -> None:
+        if not isinstance(params, dict):
+            return
+        p = CancelledParams.model_validate(params)
+        call = self._calls.get(p.request_id)
+        if call is not None:
+            call.cancelled_by_client()  # before the scope is cancelled: the run's last events must not report
+        if self.peer.cancel_request(p.request_id):
+            log.info("request %r cancelled by the client: %s", p.request_id, p.reason or "no reason given")
+
+    async def _initialized(self, params: Params, ctx: RequestContext) -> None:
+        log.debug("the client finished initialization")
+
+
+def _envelope(meta: Any) -> tuple[str, dict[str, Any]]:
+    """The modern envelope's version and capabilities, or the -32602 / -32022 that rejects the request."""
+    if not isinstance(meta, dict):
+        raise JsonRpcError(
+            INVALID_PARAMS,
+            f"params._meta must be an object carrying the required {PROTOCOL_VERSION_KEY!r} and "
+            f"{CLIENT_CAPABILITIES_KEY!r} envelope keys",
+        )
+    missing = [key for key in (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY) if key not in meta]
+    if missing:
+        raise JsonRpcError(
+            INVALID_PARAMS, f"params._meta is missing the required envelope key(s): {', '.join(missing)}"
+        )
+    version, capabilities = meta[PROTOCOL_VERSION_KEY], meta[CLIENT_CAPABILITIES_KEY]
+    if not isinstance(version, str) or not isinstance(capabilities, dict):
+        raise JsonRpcError(INVALID_PARAMS, "params._meta: the version must be a string and the capabilities an object")
+    if version not in MODERN_VERSIONS:
+        raise JsonRpcError(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            f"Unsupported protocol version: {version}",
+            {"supported": list(MODERN_VERSIONS), "requested": version},
+        )
+    return version, capabilities
+
+
+def _server_info() -> dict[str, Any]:
+    from awaken_stdio import __version__
+
+    return {"name": "awaken-stdio", "title": "awaken-stdio", "version": __version__}
+
+
+class _Announcing(anyio.abc.ByteSendStream):
+    """The wire writer; the first write sets ``event``: the first answer is out, the app may load now."""
+
+    def __init__(self, inner: anyio.abc.ByteSendStream, event: anyio.Event) -> None:
+        self._inner = inner
+        self._event = event
+
+    async def send(self, item: bytes) -> None:
+        await self._inner.send(item)
+        self._event.set()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def serve(args: argparse.Namespace) -> int:
+    """The ``awaken-stdio mcp`` command: serve stdin/stdout until EOF; a bad config exits 2 before any output."""
+    from awaken_stdio.app import load_settings
+
+    settings = load_settings(args.config, args.store, args.cwd)
+    anyio.run(_serve_stdio, settings, backend="asyncio")
+    return 0
+
+
+async def _serve_stdio(settings: Settings) -> None:
+    from awaken_stdio.protocols.stdio import open_stdio
+
+    async with open_stdio() as (reader, writer):
+        await McpServer(settings).run(reader, writer)

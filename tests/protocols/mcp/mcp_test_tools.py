@@ -1,0 +1,61 @@
+"""``@tool`` functions the MCP tests publish (``[tools] modules = ["mcp_test_tools"]``, on ``PYTHONPATH``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+from pydantic import BaseModel
+
+from awaken_stdio import tool
+from awaken_stdio.contract.tools import ToolCallContext
+
+
+class Sum(BaseModel):
+    sum: int
+
+
+@tool(read_only=True)
+def add(a: int, b: int) -> Sum:
+    """Add two integers.
+
+    Args:
+        a: the first
+        b: the second
+    """
+    return Sum(sum=a + b)
+
+
+@tool(read_only=True)
+def echo(text: str) -> str:
+    """Say it back."""
+    return text
+
+
+@tool(read_only=True)
+def explode(message: str) -> str:
+    """Always fails."""
+    raise RuntimeError(message)
+
+
+@tool(read_only=True)
+def big(size: int) -> str:
+    """Return ``size`` characters."""
+    return "x" * size
+
+
+@tool(read_only=True)
+async def nap(seconds: float, ctx: ToolCallContext) -> str:
+    """Sleep (cancellable), reporting progress first."""
+    await ctx.report_progress("running", "napping")
+    await anyio.sleep(seconds)
+    return "rested"
+
+
+@tool(kind="edit")
+def mark(label: str, ctx: ToolCallContext) -> str:
+    """A side effect: append ``label`` to marks.txt in the working directory."""
+    with open(Path(ctx.cwd or os.getcwd()) / "marks.txt", "a", encoding="utf-8") as f:
+        f.write(label + "\n")
+    return f"marked {label}"

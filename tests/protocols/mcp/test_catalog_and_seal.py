@@ -1,0 +1,87 @@
+"""Unit checks of the published names, cursors and the sealed ``requestState``."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from awaken_stdio.contract.agent import AgentSpec
+from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor
+from awaken_stdio.protocols.mcp.approvals import InvalidState, StateSeal, decision_from_answer
+from awaken_stdio.protocols.mcp.catalog import Catalog, InvalidCursor
+
+
+class Named(Tool):
+    def __init__(self, name: str, **hints: bool) -> None:
+        self.descriptor = ToolDescriptor(name=name, **hints)
+
+    async def execute(self, args: dict, ctx: ToolCallContext) -> str:
+        return "ok"
+
+
+def catalog(*names: str) -> Catalog:
+    agents = {"coder": AgentSpec("coder", expose_mcp=True), "hidden": AgentSpec("hidden")}
+    return Catalog.build({n: Named(n) for n in names}, agents)
+
+
+def test_names_are_safe_short_unique_and_map_back() -> None:
+    long = "server__" + "x" * 70
+    cat = catalog("read_file", "weird name!", long, "resume_run", "agent_coder")
+    names = [e.name for e in cat.entries]
+    assert names == sorted(names) and len(set(names)) == len(names)
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", n) for n in names)
+    targets = {e.target: e.name for e in cat.entries if e.kind == "tool"}
+    assert targets["weird name!"] == "weird_name_"
+    assert len(targets[long]) == 40 and targets[long].startswith("server__xxx")
+    assert targets["resume_run"] != "resume_run" and cat.by_name["resume_run"].kind == "resume"  # ours wins
+    assert cat.by_name["agent_coder"].kind == "agent" and targets["agent_coder"] != "agent_coder"
+    assert "agent_hidden" not in cat.by_name
+
+
+def test_pages_walk_every_tool_once() -> None:
+    cat = catalog(*(f"t{i:02}" for i in range(7)))
+    seen, cursor = [], None
+    while True:
+        page, cursor = cat.page(cursor, 3)
+        seen += [t["name"] for t in page]
+        if cursor is None:
+            break
+    assert seen == [e.name for e in cat.entries]
+    assert cat.page("", 3)[0] == cat.page(None, 3)[0]
+    for bad in ("garbage!", "Zm9v", "\u00e9"):
+        with pytest.raises(InvalidCursor):
+            cat.page(bad, 3)
+
+
+def test_seal_binds_call_and_expires() -> None:
+    seal = StateSeal(b"k" * 32)
+    token = seal.seal("agent_x", {"message": "m"}, {"run": "r1"})
+    assert seal.unseal(token, "agent_x", {"message": "m"}) == {"run": "r1"}
+    for tool, args, tok in [("agent_y", {"message": "m"}, token), ("agent_x", {"message": "n"}, token),
+                            ("agent_x", {"message": "m"}, token[:-3] + "abc"), ("agent_x", {}, "nodot")]:  # fmt: skip
+        with pytest.raises(InvalidState):
+            seal.unseal(tok, tool, args)
+    with pytest.raises(InvalidState):
+        StateSeal(b"other" * 8).unseal(token, "agent_x", {"message": "m"})
+    expired = StateSeal(b"k" * 32, ttl_s=-1).seal("agent_x", None, {})
+    time.sleep(0.01)
+    with pytest.raises(InvalidState):
+        seal.unseal(expired, "agent_x", None)
+
+
+@pytest.mark.parametrize(
+    ("answer", "action", "policy"),
+    [
+        ({"action": "accept", "content": {"decision": "allow_once"}}, "resume", "allow_once"),
+        ({"action": "accept", "content": {"decision": "allow_always"}}, "resume", "allow_always"),
+        ({"action": "accept", "content": {"decision": "reject_always"}}, "cancel", "reject_always"),
+        ({"action": "decline"}, "cancel", "reject_once"),
+        ({"action": "cancel"}, "cancel", "reject_once"),
+        (None, "cancel", "reject_once"),
+    ],
+)
+def test_decisions(answer: object, action: str, policy: str) -> None:
+    decision = decision_from_answer(answer)
+    assert decision.action == action and decision.result["policy"] == policy
