@@ -1,0 +1,283 @@
+"""Runtime events and stored conversations as ACP ``session/update`` payloads.
+
+One mapping serves the live stream (``TurnEncoder``, fed the events of a run) and the replay of ``session/load``
+(``replay``, fed the thread's stored messages), so a reloaded conversation looks exactly as it did live: the same
+``messageId``s, tool titles, kinds, locations and final statuses. Updates are plain dicts (the ``update`` field of
+``session/update``), built without models because this is the hot path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from awaken_stdio.contract.events import (
+    ActivitySnapshot,
+    AgentEvent,
+    InferenceComplete,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDone,
+    ToolCallReady,
+    ToolCallResumed,
+    ToolCallStart,
+)
+from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.tools import ToolDescriptor, ToolResult, infer_tool_kind
+from awaken_stdio.protocols.acp.wire import content_block_to_wire
+
+__all__ = ["DescriptorLookup", "TurnEncoder", "replay", "stop_reason", "tool_call", "tool_title"]
+
+DescriptorLookup = Callable[[str], ToolDescriptor | None]
+
+_PLAN_TOOL = "update_plan"
+_TITLE_ARGS = ("path", "command", "pattern", "url", "query")  # the argument that best names what a call does
+_TITLE_LIMIT = 80
+_STOP_CODES = {
+    "max_rounds": "max_turn_requests",
+    "timeout": "max_turn_requests",
+    "max_tokens": "max_tokens",
+    "token_budget": "max_tokens",
+    "refusal": "refusal",
+}
+
+
+def stop_reason(termination: TerminationReason) -> str:
+    """The ACP ``stopReason`` of a run that ended (errors never get here: they are -32603)."""
+    if termination.type == "cancelled":
+        return "cancelled"
+    if termination.type == "stopped":
+        return _STOP_CODES.get((termination.value or {}).get("code", ""), "end_turn")
+    return "end_turn"
+
+
+def tool_title(name: str, args: Any, descriptor: ToolDescriptor | None) -> str:
+    """What a person reads in the tool call's header: ``Write file hello.py``, ``Run command: ls -la``."""
+    title = (descriptor.title if descriptor and descriptor.title else None) or name
+    if isinstance(args, dict):
+        for key in _TITLE_ARGS:
+            value = args.get(key)
+            if isinstance(value, str) and value:
+                value = " ".join(value.split())
+                if len(value) > _TITLE_LIMIT:
+                    value = value[: _TITLE_LIMIT - 1] + "…"
+                return f"{title}: {value}" if key == "command" else f"{title} {value}"
+    return title
+
+
+def _kind(name: str, descriptor: ToolDescriptor | None) -> str:
+    return descriptor.kind if descriptor is not None else infer_tool_kind(name)
+
+
+def tool_call(call_id: str, name: str, args: Any, descriptor: ToolDescriptor | None, **extra: Any) -> dict[str, Any]:
+    """A ``tool_call`` update (also the ``toolCall`` of a permission request, once ``sessionUpdate`` is dropped)."""
+    update = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": call_id,
+        "title": tool_title(name, args, descriptor),
+        "kind": _kind(name, descriptor),
+        "status": "pending",
+    }
+    if args is not None:
+        update["rawInput"] = args
+    update.update(extra)
+    return update
+
+
+def _text_content(text: str) -> dict[str, Any]:
+    return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+def _result_fields(data: Any, metadata: dict[str, Any] | None, text: str, failed: bool) -> dict[str, Any]:
+    """``content``, ``locations`` and ``rawOutput`` of a finished call: a diff for edits, the terminal for commands."""
+    fields: dict[str, Any] = {"rawOutput": data}
+    content: list[dict[str, Any]] = []
+    if isinstance(data, dict):
+        diff = data.get("diff")
+        if isinstance(diff, dict) and not failed:
+            content.append(
+                {"type": "diff", "path": diff["path"], "oldText": diff.get("old_text"), "newText": diff["new_text"]}
+            )
+        terminal = data.get("terminal_id")
+        if isinstance(terminal, str):
+            content.append({"type": "terminal", "terminalId": terminal})
+    if not content and text:
+        content.append(_text_content(text))
+    fields["content"] = content
+    locations = (metadata or {}).get("locations")
+    if isinstance(locations, list) and locations:
+        fields["locations"] = locations
+    return fields
+
+
+def _plan(entries: Any) -> dict[str, Any] | None:
+    if not isinstance(entries, list):
+        return None
+    return {
+        "sessionUpdate": "plan",
+        "entries": [
+            {"content": e["content"], "priority": e.get("priority", "medium"), "status": e["status"]}
+            for e in entries
+            if isinstance(e, dict) and "content" in e and "status" in e
+        ],
+    }
+
+
+def _payload_text(payload: Any) -> str:
+    if isinstance(payload, str):
+        return payload
+    return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+class TurnEncoder:
+    """Turns the events of one prompt turn into updates; remembers what it needs across events (call names)."""
+
+    __slots__ = ("_calls", "_context_window", "_lookup", "show_thoughts")
+
+    def __init__(self, lookup: DescriptorLookup, context_window: int, *, show_thoughts: bool = True) -> None:
+        self._lookup = lookup
+        self._context_window = context_window
+        self._calls: dict[str, tuple[str, Any]] = {}  # call id -> (tool name, arguments)
+        self.show_thoughts = show_thoughts
+
+    def call(self, call_id: str) -> tuple[str, Any] | None:
+        return self._calls.get(call_id)
+
+    def encode(self, event: AgentEvent) -> list[dict[str, Any]]:
+        kind = type(event)
+        if kind is TextDelta:
+            return [_chunk("agent_message_chunk", event.delta, event.message_id)]  # type: ignore[union-attr]
+        if kind is ReasoningDelta:
+            if not self.show_thoughts:
+                return []
+            return [_chunk("agent_thought_chunk", event.delta, event.message_id)]  # type: ignore[union-attr]
+        if kind is ToolCallStart:
+            assert isinstance(event, ToolCallStart)
+            self._calls[event.id] = (event.name, None)
+            return [tool_call(event.id, event.name, None, self._lookup(event.name))]
+        if kind is ToolCallReady:
+            assert isinstance(event, ToolCallReady)
+            known = event.id in self._calls
+            self._calls[event.id] = (event.name, event.arguments)
+            descriptor = self._lookup(event.name)
+            if not known:
+                return [tool_call(event.id, event.name, event.arguments, descriptor, status="in_progress")]
+            return [
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": event.id,
+                    "title": tool_title(event.name, event.arguments, descriptor),
+                    "status": "in_progress",
+                    "rawInput": event.arguments,
+                }
+            ]
+        if kind is ToolCallDone:
+            assert isinstance(event, ToolCallDone)
+            return self._done(event.id, event.result, event.outcome)
+        if kind is ToolCallResumed:
+            assert isinstance(event, ToolCallResumed)
+            return self._resumed(event)
+        if kind is ActivitySnapshot:
+            assert isinstance(event, ActivitySnapshot)
+            if event.message_id in self._calls:
+                return [{"sessionUpdate": "tool_call_update", "toolCallId": event.message_id, "status": "in_progress"}]
+            return []
+        if kind is InferenceComplete:
+            assert isinstance(event, InferenceComplete)
+            if event.usage is None:
+                return []
+            used = event.usage.input_tokens + event.usage.output_tokens
+            return [{"sessionUpdate": "usage_update", "used": used, "size": max(self._context_window, used)}]
+        return []
+
+    def _done(self, call_id: str, result: ToolResult, outcome: str) -> list[dict[str, Any]]:
+        if outcome == "suspended":
+            return [{"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "pending"}]
+        failed = outcome == "failed"
+        update = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call_id,
+            "status": "failed" if failed else "completed",
+            **_result_fields(result.data, result.metadata, result.text_for_model(), failed),
+        }
+        updates = [update]
+        if result.tool_name == _PLAN_TOOL and not failed and isinstance(result.data, dict):
+            plan = _plan(result.data.get("entries"))
+            if plan is not None:
+                updates.append(plan)
+        return updates
+
+    def _resumed(self, event: ToolCallResumed) -> list[dict[str, Any]]:
+        payload = event.result
+        failed = event.outcome == "failed"
+        data, metadata = payload, None
+        if isinstance(payload, dict) and set(payload) == {"data", "metadata"}:
+            data, metadata = payload["data"], payload["metadata"]
+        if failed and isinstance(payload, dict) and payload.get("approved") is False:
+            text = "Rejected" + (f": {payload['reason']}" if payload.get("reason") else "")
+        elif failed and isinstance(payload, dict) and "error" in payload:
+            text = str(payload["error"])
+        else:
+            text = _payload_text(data)
+        update = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": event.target_id,
+            "status": "failed" if failed else "completed",
+            **_result_fields(data, metadata, text, failed),
+        }
+        updates = [update]
+        name = self._calls.get(event.target_id, ("", None))[0]
+        if name == _PLAN_TOOL and not failed and isinstance(data, dict):
+            plan = _plan(data.get("entries"))
+            if plan is not None:
+                updates.append(plan)
+        return updates
+
+
+def _chunk(kind: str, text: str, message_id: str | None) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    if message_id is not None:
+        update["messageId"] = message_id
+    return update
+
+
+def replay(messages: list[Message], lookup: DescriptorLookup) -> Iterator[dict[str, Any]]:
+    """The updates that show a stored conversation: chunks, thoughts, tool calls with their final status.
+
+    A tool message's status is ``failed`` for the runtime's own markers (interrupted, superseded, cancelled) and
+    when its metadata says so, else ``completed``.
+    """
+    calls: dict[str, tuple[str, Any]] = {}
+    for m in messages:
+        if m.role == "user" and not m.internal:
+            for block in m.content:
+                yield {
+                    "sessionUpdate": "user_message_chunk",
+                    "messageId": m.id,
+                    "content": content_block_to_wire(block),
+                }
+        elif m.role == "assistant" and not m.internal:
+            for thought in m.thinking:
+                if thought.text and not thought.redacted:
+                    yield _chunk("agent_thought_chunk", thought.text, m.id)
+            if m.text:
+                yield _chunk("agent_message_chunk", m.text, m.id)
+            for call in m.tool_calls:
+                calls[call.id] = (call.name, call.arguments)
+                yield tool_call(call.id, call.name, call.arguments, lookup(call.name))
+        elif m.role == "tool" and m.tool_call_id is not None:
+            failed = m.internal or (m.metadata or {}).get("status") == "failed"
+            update: dict[str, Any] = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": m.tool_call_id,
+                "status": "failed" if failed else "completed",
+                "content": [_text_content(m.text)] if m.text else [],
+            }
+            yield update
+            name, args = calls.get(m.tool_call_id, ("", None))
+            if name == _PLAN_TOOL and not failed and isinstance(args, dict):
+                plan = _plan(args.get("entries"))
+                if plan is not None:
+                    yield plan

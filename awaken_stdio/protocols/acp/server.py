@@ -1,0 +1,717 @@
+"""``awaken-stdio acp``: the Agent Client Protocol (stable v1) agent over stdio.
+
+Start-up is built around the first answer: ``serve`` loads the settings (TOML + pydantic), starts the JSON-RPC peer
+and answers ``initialize`` from them alone; only then does it open the app (store drivers, runtime, tools, the
+permission plugin), and session requests wait for that. Provider SDKs load at the first model call, MCP client
+code at the first session with MCP servers.
+
+What this module owns: the method table, sessions in memory, prompt turns (queueing, cancellation, permission
+round trips, the re-offer of approvals left pending by an earlier process), and the order of messages a client
+sees. It reaches the runtime only through its public API (``run``, ``cancel``, ``send_decisions``, the store's
+session and run records) and ``App.decide``; events become updates in ``encoder.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from awaken_stdio.app import Settings, load_settings
+from awaken_stdio.contract.events import AgentEvent, RunFinish, ToolCallDone
+from awaken_stdio.contract.ids import new_id, now_ms
+from awaken_stdio.contract.stores import SessionRecord
+from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.protocols.acp import commands
+from awaken_stdio.protocols.acp.encoder import TurnEncoder, replay, stop_reason, tool_call
+from awaken_stdio.protocols.acp.permissions import ask_permission
+from awaken_stdio.protocols.acp.sessions import (
+    MODES,
+    THOUGHTS_OPTION,
+    Session,
+    Turn,
+    check_choice,
+    config_options,
+    modes_state,
+    session_info,
+)
+from awaken_stdio.protocols.acp.wire import (
+    PROTOCOL_VERSION,
+    AuthenticateParams,
+    ClientCapabilities,
+    InitializeParams,
+    ListSessionsParams,
+    LoadSessionParams,
+    PromptCapabilities,
+    PromptParams,
+    SessionIdParams,
+    SessionSetupParams,
+    SetConfigOptionParams,
+    SetModeParams,
+    prompt_to_blocks,
+)
+from awaken_stdio.protocols.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError, JsonRpcPeer, Params
+
+if TYPE_CHECKING:
+    from awaken_stdio.app import App
+    from awaken_stdio.contract.tools import ToolDescriptor
+
+__all__ = ["AUTH_REQUIRED", "RESOURCE_NOT_FOUND", "AcpServer", "serve"]
+
+log = logging.getLogger(__name__)
+
+AUTH_REQUIRED = -32000
+RESOURCE_NOT_FOUND = -32002
+AUTH_METHOD = "configure-model"
+_HEAVY_MODULES = ("aiosqlite", "asyncpg", "mcp", "openai", "anthropic")  # must not load before initialize answers
+_APP_OPEN_TIMEOUT_S = 60.0
+_MCP_TIMEOUT_S = 30.0
+_LIST_PAGE = 50
+_TITLE_CHARS = 60
+_MAX_PENDING_ROUNDS = 16  # a resumed run that keeps asking: stop re-offering after this many rounds
+_SESSION_CAPABILITIES = ("list", "resume", "close", "delete", "additionalDirectories")
+_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def serve(args: argparse.Namespace) -> int:
+    """The CLI entry: serve until stdin ends. Configuration errors raise (the CLI exits 2)."""
+    settings = load_settings(args.config, args.store)
+    anyio.run(_serve, settings)
+    return 0
+
+
+async def _serve(settings: Settings) -> None:
+    from awaken_stdio.protocols.stdio import open_stdio
+
+    peer = JsonRpcPeer(watch_parent=True)
+    server = AcpServer(settings, peer)
+    async with open_stdio() as (reader, writer), anyio.create_task_group() as tg:
+        await tg.start(server.run)
+        await peer.run(reader, writer)
+        tg.cancel_scope.cancel()
+
+
+def model_problem(settings: Settings) -> str | None:
+    """Why no model can answer (what to set), or ``None`` when the default agent's model is usable."""
+    import os
+
+    config = settings.loaded.config
+    if not config.agents:
+        return (
+            "no model is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or add [models] and [agents] to "
+            f"{settings.loaded.path or 'a config file (awaken-stdio config example)'}"
+        )
+    agent = config.agents.get(config.default_agent or "") or next(iter(config.agents.values()))
+    model = config.models[agent.model]
+    if model.provider == "scripted" or model.base_url:
+        return None
+    variable = model.api_key_env or _KEY_VARIABLES[model.provider]
+    if not os.environ.get(variable):
+        return f"model {agent.model!r} needs an API key: set {variable}"
+    return None
+
+
+def _prompt_capabilities(settings: Settings) -> PromptCapabilities:
+    """What the default agent's model accepts (from the config; no provider SDK is imported)."""
+    from awaken_stdio.config import model_spec
+    from awaken_stdio.providers import create_executor
+
+    config = settings.loaded.config
+    if not config.agents:
+        return PromptCapabilities()
+    agent = config.agents.get(config.default_agent or "") or next(iter(config.agents.values()))
+    model = config.models[agent.model]
+    caps = create_executor(model_spec(agent.model, model), settings.loaded.base_dir).capabilities(model.model)
+    return PromptCapabilities(image=caps.image_input, audio=caps.audio_input)
+
+
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+class AcpServer:
+    """One client connection: the handlers of every ACP method and the sessions it opened."""
+
+    def __init__(self, settings: Settings, peer: JsonRpcPeer) -> None:
+        self.settings = settings
+        self.peer = peer
+        self.client = ClientCapabilities()
+        self.prompt_caps = PromptCapabilities()
+        self.sessions: dict[str, Session] = {}
+        self._app: App | None = None
+        self._app_error: BaseException | None = None
+        self._app_ready = anyio.Event()
+        self._open_app = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+        for name, handler in {
+            "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "session/new": self.new_session,
+            "session/load": self.load_session,
+            "session/resume": self.resume_session,
+            "session/list": self.list_sessions,
+            "session/close": self.close_session,
+            "session/delete": self.delete_session,
+            "session/set_mode": self.set_mode,
+            "session/set_config_option": self.set_config_option,
+            "session/prompt": self.prompt,
+        }.items():
+            peer.register(name, _adapt(handler))
+        peer.register_notification("session/cancel", _adapt(self.cancel))
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own the background tasks and the app; the app opens once ``initialize`` is answered (or first needed)."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            await self._open_app.wait()
+            # The initialize answer was queued before this task woke; yield once more so the writer puts it on
+            # the wire before the imports below hold the event loop.
+            for _ in range(2):
+                await anyio.lowlevel.checkpoint()
+            from awaken_stdio.app import open_app
+
+            try:
+                async with open_app(self.settings) as app:
+                    self._app = app
+                    self._app_ready.set()
+                    await anyio.sleep_forever()
+            except Exception as exc:
+                log.exception("could not open the app")
+                self._app_error = exc
+                self._app_ready.set()
+            finally:
+                self._app = None
+
+    async def _ready(self) -> App:
+        self._open_app.set()
+        with anyio.fail_after(_APP_OPEN_TIMEOUT_S):
+            await self._app_ready.wait()
+        if self._app is None:
+            raise JsonRpcError(INTERNAL_ERROR, f"the agent could not start: {self._app_error}")
+        return self._app
+
+    async def _app_with_model(self) -> App:
+        problem = model_problem(self.settings)
+        if problem is not None:
+            raise JsonRpcError(AUTH_REQUIRED, f"Authentication required: {problem}", {"authMethodId": AUTH_METHOD})
+        return await self._ready()
+
+    def _after_response(self, send: Callable[[], Awaitable[None]]) -> None:
+        """Run ``send`` after the current request's answer is queued (zed#60199: updates before it are dropped).
+
+        A handler's answer is queued synchronously when it returns, and a task started here first runs after the
+        handler's task yields, so whatever ``send`` writes follows the answer on the wire.
+        """
+        assert self._tg is not None
+        self._tg.start_soon(send)
+
+    # -- initialize / authenticate ------------------------------------------------------------------------------
+
+    async def initialize(self, params: Any) -> dict[str, Any]:
+        p = InitializeParams.model_validate(params or {})
+        self.client = p.client_capabilities
+        self.prompt_caps = _prompt_capabilities(self.settings)
+        problem = model_problem(self.settings)
+        from awaken_stdio import __version__
+
+        if log.isEnabledFor(logging.DEBUG):
+            loaded = [m for m in _HEAVY_MODULES if m in sys.modules]
+            log.debug("answering initialize; heavy modules loaded: %s", ", ".join(loaded) or "none")
+        self._open_app.set()
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": self.prompt_caps.model_dump(by_alias=True),
+                "mcpCapabilities": {"http": True, "sse": False},
+                "sessionCapabilities": {key: {} for key in _SESSION_CAPABILITIES},
+            },
+            "agentInfo": {"name": "awaken-stdio", "title": "awaken-stdio", "version": __version__},
+            "authMethods": [_auth_method(problem)] if problem else [],
+        }
+
+    async def authenticate(self, params: Any) -> dict[str, Any]:
+        """Re-read the configuration (a key or config file set since start-up) and adopt its agents and models."""
+        AuthenticateParams.model_validate(params or {})
+        settings = load_settings(str(self.settings.loaded.path) if self.settings.loaded.path else None,
+                                 self.settings.store_url, self.settings.cwd)  # fmt: skip
+        problem = model_problem(settings)
+        if problem is not None:
+            raise JsonRpcError(AUTH_REQUIRED, f"Authentication required: {problem}", {"authMethodId": AUTH_METHOD})
+        app = await self._ready()
+        if not app.runtime.agents:
+            from awaken_stdio.config import build_runtime
+
+            fresh = build_runtime(settings.loaded, store=app.store)
+            for model_id, (executor, name) in fresh.models.items():
+                app.runtime.add_model(model_id, executor, name)
+            for spec in fresh.agents.values():
+                app.runtime.add_agent(spec)
+            app.runtime.default_agent = fresh.default_agent
+        self.settings = settings
+        return {}
+
+    # -- sessions -----------------------------------------------------------------------------------------------
+
+    def _models(self) -> list[str]:
+        return list(self.settings.loaded.config.models)
+
+    def _agent_for(self, app: App, record: SessionRecord) -> str:
+        """The runtime agent for the session: its configured agent, or a copy of it on the session's model."""
+        runtime = app.runtime
+        agent_id = record.agent_id if record.agent_id in runtime.agents else runtime.default_agent_id()
+        spec = runtime.agents[agent_id]
+        if not record.model or record.model == spec.model or record.model not in runtime.models:
+            return agent_id
+        derived = f"{agent_id}@{record.model}"
+        if derived not in runtime.agents:
+            runtime.add_agent(replace(spec, id=derived, model=record.model))
+        return derived
+
+    def _setup_result(self, session: Session) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "modes": modes_state(session.mode),
+            "configOptions": config_options(session, self._models(), boolean=self.client.boolean_config),
+        }
+        if session.mcp_status:
+            result["_meta"] = {"awaken-stdio": {"mcpServers": session.mcp_status}}
+        return result
+
+    async def _open(self, app: App, record: SessionRecord, mcp_servers: list[dict[str, Any]]) -> Session:
+        old = self.sessions.pop(record.session_id, None)
+        if old is not None:
+            await self._shut(app, old)
+        session = Session(record, self._agent_for(app, record))
+        self.sessions[record.session_id] = session
+        if mcp_servers:
+            await self._connect_mcp(app, session, mcp_servers)
+        self._after_response(lambda: self._send_commands(session))
+        return session
+
+    async def _send_commands(self, session: Session) -> None:
+        await self.update(session.id, {"sessionUpdate": "available_commands_update",
+                                       "availableCommands": commands.available_commands()})  # fmt: skip
+
+    async def new_session(self, params: Any) -> dict[str, Any]:
+        p = SessionSetupParams.model_validate(params)
+        app = await self._app_with_model()
+        runtime = app.runtime
+        agent_id = runtime.default_agent_id()
+        record = SessionRecord(
+            new_id("sess_"),
+            new_id(),
+            p.cwd,
+            agent_id=agent_id,
+            mode="default",
+            model=runtime.agents[agent_id].model,
+            additional_directories=p.additional_directories,
+            mcp_servers=_stored_servers(p.mcp_servers),
+        )
+        await runtime.store.save_session(record)
+        session = await self._open(app, record, p.mcp_servers)
+        return {"sessionId": record.session_id, **self._setup_result(session)}
+
+    async def _stored(self, app: App, session_id: str) -> SessionRecord:
+        record = await app.runtime.store.load_session(session_id)
+        if record is None:
+            raise _not_found(session_id)
+        return record
+
+    async def _reopen(self, params: Any, *, history: bool) -> dict[str, Any]:
+        p = LoadSessionParams.model_validate(params)
+        app = await self._app_with_model()
+        record = await self._stored(app, p.session_id)
+        record.cwd = p.cwd
+        if p.additional_directories:
+            record.additional_directories = p.additional_directories
+        if "mcpServers" in (params or {}):
+            record.mcp_servers = _stored_servers(p.mcp_servers)
+        await app.runtime.store.save_session(record)
+        if history:
+            loaded = await app.runtime.store.load_thread(record.thread_id)
+            for update in replay(loaded.messages if loaded else [], self._lookup(app)):
+                await self.update(record.session_id, update)
+        servers = p.mcp_servers if "mcpServers" in (params or {}) else record.mcp_servers
+        session = await self._open(app, record, servers)
+        return self._setup_result(session)
+
+    async def load_session(self, params: Any) -> dict[str, Any]:
+        return await self._reopen(params, history=True)
+
+    async def resume_session(self, params: Any) -> dict[str, Any]:
+        return await self._reopen(params, history=False)
+
+    async def list_sessions(self, params: Any) -> dict[str, Any]:
+        p = ListSessionsParams.model_validate(params or {})
+        app = await self._ready()
+        try:
+            page = await app.runtime.store.list_sessions(cwd=p.cwd, limit=_LIST_PAGE, cursor=p.cursor)
+        except ValueError:
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: unknown cursor {p.cursor!r}") from None
+        result: dict[str, Any] = {"sessions": [session_info(r) for r in page.items]}
+        if page.next_cursor:
+            result["nextCursor"] = page.next_cursor
+        return result
+
+    async def _shut(self, app: App, session: Session) -> None:
+        """Stop the session's turn and MCP servers (its record stays)."""
+        session.cancel_epoch += 1
+        if session.turn is not None:
+            await self._cancel_turn(app, session, session.turn)
+            async with session.lock:  # the turn has answered
+                pass
+        if session.mcp_scope is not None:
+            session.mcp_scope.cancel()
+            for name in session.mcp_tools:
+                app.runtime.remove_tool(name)
+
+    async def close_session(self, params: Any) -> dict[str, Any]:
+        p = SessionIdParams.model_validate(params)
+        session = self.sessions.pop(p.session_id, None)
+        if session is not None:
+            await self._shut(await self._ready(), session)
+        return {}
+
+    async def delete_session(self, params: Any) -> dict[str, Any]:
+        p = SessionIdParams.model_validate(params)
+        app = await self._ready()
+        session = self.sessions.pop(p.session_id, None)
+        if session is not None:
+            await self._shut(app, session)
+        record = await app.runtime.store.load_session(p.session_id)
+        if record is not None:
+            await app.runtime.store.delete_session(p.session_id)
+            await app.runtime.store.delete_thread(record.thread_id)
+        return {}
+
+    def _session(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise _not_found(session_id, " is not open (session/load or session/resume it)")
+        return session
+
+    async def _set_mode(self, app: App, session: Session, mode: str) -> None:
+        session.record.mode = check_choice(mode, MODES, "mode")
+        if session.services is not None:
+            from awaken_stdio.runtime.permission import MODE_SERVICE
+
+            session.services[MODE_SERVICE] = mode  # the running turn's next gate sees it
+        await app.runtime.store.save_session(session.record)
+        await self.update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+
+    async def _set_model(self, app: App, session: Session, model: str) -> None:
+        session.record.model = check_choice(model, self._models(), "model")
+        session.agent_id = self._agent_for(app, session.record)
+        await app.runtime.store.save_session(session.record)
+
+    async def _config_changed(self, session: Session) -> None:
+        options = config_options(session, self._models(), boolean=self.client.boolean_config)
+        await self.update(session.id, {"sessionUpdate": "config_option_update", "configOptions": options})
+
+    async def set_mode(self, params: Any) -> dict[str, Any]:
+        p = SetModeParams.model_validate(params)
+        session = self._session(p.session_id)
+        await self._set_mode(await self._ready(), session, p.mode_id)
+        await self._config_changed(session)
+        return {}
+
+    async def set_config_option(self, params: Any) -> dict[str, Any]:
+        p = SetConfigOptionParams.model_validate(params)
+        session = self._session(p.session_id)
+        app = await self._ready()
+        if p.config_id == "mode":
+            await self._set_mode(app, session, p.value)  # type: ignore[arg-type]
+        elif p.config_id == "model":
+            await self._set_model(app, session, p.value)  # type: ignore[arg-type]
+        elif p.config_id == THOUGHTS_OPTION and self.client.boolean_config and isinstance(p.value, bool):
+            session.show_thoughts = p.value
+        else:
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: unknown config option {p.config_id!r} or bad value")
+        return {"configOptions": config_options(session, self._models(), boolean=self.client.boolean_config)}
+
+    # -- MCP ----------------------------------------------------------------------------------------------------
+
+    async def _connect_mcp(self, app: App, session: Session, entries: list[dict[str, Any]]) -> None:
+        """Connect the session's MCP servers concurrently, each bounded; a failure is reported, never fatal.
+
+        Their tools are added to the runtime (shared by this process's sessions: the runtime has no per-run
+        tool set yet) and removed when the session closes.
+        """
+        from awaken_stdio.contract.errors import ConfigError
+        from awaken_stdio.tools.mcp_client import McpServerSpec, McpToolsets
+
+        try:
+            specs = [McpServerSpec.from_acp(e, cwd=session.record.cwd, timeout_s=_MCP_TIMEOUT_S) for e in entries]
+        except ConfigError as exc:
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+
+        async def publish(_: object = None) -> None:
+            for name in session.mcp_tools:
+                app.runtime.remove_tool(name)
+            session.mcp_tools = [tool.name for tool in toolsets.tools()]
+            for tool in toolsets.tools():
+                app.runtime.add_tool(tool, replace=True)
+            session.mcp_status = [s.to_json() for s in toolsets.statuses()]
+
+        toolsets = McpToolsets(specs, on_change=publish)
+
+        async def supervise(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+            with anyio.CancelScope() as scope:
+                session.mcp_scope = scope
+                await toolsets.run(task_status=task_status)
+
+        assert self._tg is not None
+        await self._tg.start(supervise)
+        await publish()
+        for status in toolsets.statuses():
+            if status.state != "ready":
+                log.warning("session %s: MCP server %s: %s", session.id, status.name, status.error)
+
+    # -- prompt turns -------------------------------------------------------------------------------------------
+
+    async def update(self, session_id: str, update: dict[str, Any]) -> None:
+        await self.peer.notify("session/update", {"sessionId": session_id, "update": update})
+
+    def _lookup(self, app: App) -> Callable[[str], ToolDescriptor | None]:
+        tools = app.runtime.tools
+
+        def lookup(name: str) -> ToolDescriptor | None:
+            tool = tools.get(name)
+            return tool.descriptor if tool is not None else None
+
+        return lookup
+
+    def _services(self, session: Session) -> dict[str, Any]:
+        if session.services is None:
+            from awaken_stdio.protocols.acp.client_fs import AcpFileSystem, AcpProcessRunner
+            from awaken_stdio.runtime.permission import MODE_SERVICE
+            from awaken_stdio.tools.workspace import ADDITIONAL_DIRECTORIES, FILE_SYSTEM, PROCESS_RUNNER
+
+            fs = self.client.fs
+            services: dict[str, Any] = {
+                MODE_SERVICE: session.mode,
+                ADDITIONAL_DIRECTORIES: list(session.record.additional_directories),
+            }
+            if fs.read_text_file or fs.write_text_file:
+                services[FILE_SYSTEM] = AcpFileSystem(
+                    self.peer, session.id, read=fs.read_text_file, write=fs.write_text_file
+                )
+            if self.client.terminal:
+                services[PROCESS_RUNNER] = AcpProcessRunner(self.peer, session.id)
+            session.services = services
+        return session.services
+
+    async def prompt(self, params: Any) -> dict[str, Any]:
+        p = PromptParams.model_validate(params)
+        session = self._session(p.session_id)
+        blocks = prompt_to_blocks(p.prompt, self.prompt_caps)
+        app = await self._ready()
+        epoch = session.cancel_epoch
+        async with session.lock:  # a second prompt waits for the first: turns never interleave
+            if session.cancel_epoch != epoch:
+                return {"stopReason": "cancelled"}
+            turn = session.turn = Turn()
+            try:
+                reason = await self._turn(app, session, turn, blocks)
+            finally:
+                session.turn = None
+        return {"stopReason": reason}
+
+    async def _turn(self, app: App, session: Session, turn: Turn, blocks: list[Any]) -> str:
+        with turn.scope:
+            await self._offer_pending(app, session, turn)
+        if turn.cancelled:
+            return "cancelled"
+        command = commands.parse_command(blocks)
+        if command is not None:
+            await self._command(app, session, *command)
+            return "end_turn"
+        from awaken_stdio.contract.messages import Message
+        from awaken_stdio.runtime.activation import RunActivation
+
+        activation = RunActivation(
+            [Message.user(blocks)],
+            thread_id=session.record.thread_id,
+            agent_id=session.agent_id,
+            session_id=session.id,
+            origin="acp",
+            cwd=session.record.cwd,
+            services=self._services(session),
+            wait_for_decisions=True,
+        )
+        try:
+            result = await app.runtime.run(activation, self._sink(app, session, turn))
+        except Exception as exc:
+            if turn.cancelled:
+                return "cancelled"
+            raise _turn_error(exc) from exc
+        await self._after_turn(app, session, blocks)
+        return "cancelled" if turn.cancelled else stop_reason(result.termination)
+
+    def _sink(self, app: App, session: Session, turn: Turn) -> Callable[[AgentEvent], Awaitable[None]]:
+        """Events to updates; suspended calls are asked about once the run has committed its waiting state."""
+        runtime = app.runtime
+        model = runtime.models.get(runtime.agents[session.agent_id].model)
+        window = model[0].capabilities(model[1]).context_window if model else 0
+        encoder = TurnEncoder(self._lookup(app), window, show_thoughts=session.show_thoughts)
+        suspended: list[str] = []
+        notify = self.update
+        session_id = session.id
+
+        async def sink(event: AgentEvent) -> None:
+            for update in encoder.encode(event):
+                await notify(session_id, update)
+            if type(event) is ToolCallDone and event.outcome == "suspended":
+                suspended.append(event.id)
+            elif type(event) is RunFinish and event.termination.type == "suspended" and suspended:
+                asked, suspended[:] = list(suspended), []
+                decisions = await self._ask_all(session, turn, [(c, *(encoder.call(c) or ("", None))) for c in asked])
+                if decisions is None:
+                    await self._cancel_turn(app, session, turn)
+                    return
+                await runtime.send_decisions(event.thread_id, decisions)
+
+        return sink
+
+    async def _ask_all(
+        self, session: Session, turn: Turn, calls: list[tuple[str, str, Any]]
+    ) -> list[tuple[str, ToolCallResume]] | None:
+        """Ask about each call in order; ``None`` when the person cancelled (the turn is then cancelled)."""
+        app = self._app
+        assert app is not None
+        lookup = self._lookup(app)
+        decisions: list[tuple[str, ToolCallResume]] = []
+        for call_id, name, args in calls:
+            request = tool_call(call_id, name, args, lookup(name))
+            decision = await ask_permission(self.peer, session.id, request, name, args)
+            if decision is None or turn.cancelled:
+                return None
+            decisions.append((call_id, decision))
+            if decision.action == "resume":
+                await self.update(session.id, {"sessionUpdate": "tool_call_update", "toolCallId": call_id,
+                                               "status": "in_progress"})  # fmt: skip
+        return decisions
+
+    async def _offer_pending(self, app: App, session: Session, turn: Turn) -> None:
+        """Approvals an earlier process (or a run before ``session/load``) left waiting are asked again first.
+
+        Each waiting run of the session's thread gets its decisions through ``App.decide``, which resumes it
+        exactly once; its updates stream into this turn. A cancelled answer cancels the turn and leaves the run
+        waiting.
+        """
+        store = app.runtime.store
+        for _ in range(_MAX_PENDING_ROUNDS):
+            page = await store.list_runs(thread_id=session.record.thread_id, statuses=["waiting"], limit=1)
+            if not page.items:
+                return
+            run = page.items[0]
+            tickets = run.waiting.tickets if run.waiting else ()
+            lookup = self._lookup(app)
+            for ticket in tickets:  # the client may never have seen these calls (a restart, a load)
+                await self.update(session.id, tool_call(ticket.tool_call_id, ticket.tool_name, ticket.arguments,
+                                                        lookup(ticket.tool_name)))  # fmt: skip
+            calls = [(t.tool_call_id, t.tool_name, t.arguments) for t in tickets]
+            decisions = await self._ask_all(session, turn, calls)
+            if decisions is None:
+                turn.cancelled = True
+                return
+            try:
+                await app.decide(run.run_id, decisions, self._sink(app, session, turn))
+            except Exception as exc:
+                if turn.cancelled:
+                    return
+                raise _turn_error(exc) from exc
+            if turn.cancelled:
+                return
+
+    async def _cancel_turn(self, app: App, session: Session, turn: Turn) -> None:
+        turn.cancelled = True
+        turn.scope.cancel()
+        await app.runtime.cancel(session.record.thread_id)
+
+    async def cancel(self, params: Any) -> None:
+        p = SessionIdParams.model_validate(params)
+        session = self.sessions.get(p.session_id)
+        if session is None or self._app is None:
+            return  # unknown or idle sessions: nothing to cancel (INFO-CANCEL-201)
+        session.cancel_epoch += 1
+        if session.turn is not None:
+            await self._cancel_turn(self._app, session, session.turn)
+
+    async def _after_turn(self, app: App, session: Session, blocks: list[Any]) -> None:
+        """Touch the session (it sorts first in ``session/list``) and give it a title after the first exchange."""
+        record = session.record
+        record.updated_at = now_ms()
+        info: dict[str, Any] | None = None
+        if not record.title:
+            from awaken_stdio.contract.messages import text_of
+
+            text = " ".join(text_of(blocks).split()) or "Untitled"
+            record.title = text if len(text) <= _TITLE_CHARS else text[: _TITLE_CHARS - 1] + "…"
+            info = {"sessionUpdate": "session_info_update", "title": record.title}
+        await app.runtime.store.save_session(record)
+        if info is not None:
+            await self.update(session.id, info | {"updatedAt": session_info(record)["updatedAt"]})
+
+    async def _command(self, app: App, session: Session, name: str, argument: str) -> None:
+        text: str
+        if name == "compact":
+            text = commands.COMPACT_UNAVAILABLE
+        elif name == "mode":
+            if argument:
+                await self._set_mode(app, session, argument)
+                await self._config_changed(session)
+            text = f"Mode: {session.mode}" + ("" if argument else f" (choose with /mode {'|'.join(MODES)})")
+        elif name == "model":
+            if argument:
+                await self._set_model(app, session, argument)
+                await self._config_changed(session)
+            current = session.record.model
+            text = "Models: " + ", ".join(f"**{m}**" if m == current else m for m in self._models())
+        else:
+            page = await app.runtime.store.list_runs(thread_id=session.record.thread_id, limit=20)
+            text = commands.format_runs(page.items)
+        await self.update(session.id, {"sessionUpdate": "agent_message_chunk", "messageId": new_id(),
+                                       "content": {"type": "text", "text": text}})  # fmt: skip
+
+
+def _turn_error(exc: Exception) -> JsonRpcError:
+    """A run that failed (not one that stopped): -32603 with what went wrong in ``data``."""
+    if isinstance(exc, JsonRpcError):
+        return exc
+    data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    kind = getattr(exc, "kind", None)
+    if isinstance(kind, str):
+        data["kind"] = kind
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return JsonRpcError(INTERNAL_ERROR, f"Internal error: {first}", data)
+
+
+def _not_found(session_id: str, why: str = "") -> JsonRpcError:
+    return JsonRpcError(RESOURCE_NOT_FOUND, f"Resource not found: session {session_id}{why}", {"sessionId": session_id})
+
+
+def _auth_method(problem: str) -> dict[str, Any]:
+    return {"id": AUTH_METHOD, "name": "Configure a model", "description": problem}
+
+
+def _stored_servers(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What is kept of ``mcpServers`` in the store: how to reach each server, never its env or headers (secrets)."""
+    keep = ("name", "type", "command", "args", "url")
+    return [{k: e[k] for k in keep if k in e} for e in entries]
+
+
+def _adapt(handler: Handler) -> Callable[[Params, Any], Awaitable[Any]]:
+    async def call(params: Params, ctx: Any) -> Any:
+        return await handler(params)
+
+    return call

@@ -1,0 +1,127 @@
+"""What this process holds for an open ACP session, and the session's modes and config options.
+
+The durable part is the store's ``SessionRecord`` (cwd, mode, model, title...); a ``Session`` adds what only
+lives while the client is connected: the turn lock that queues prompts, the running turn (for cancel), the
+services its runs get (the editor's file system and terminal, the permission mode) and its MCP connections. It is
+small on purpose (one per idle session; 1,000 may be open).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from awaken_stdio.contract.stores import SessionRecord
+from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
+
+__all__ = [
+    "MODES",
+    "THOUGHTS_OPTION",
+    "Session",
+    "Turn",
+    "config_options",
+    "iso_time",
+    "modes_state",
+    "session_info",
+]
+
+MODES: dict[str, tuple[str, str]] = {
+    "default": ("Default", "Ask before edits, commands and MCP tools (the agent's permission rules)"),
+    "accept_edits": ("Accept edits", "File edits run without asking; commands still ask"),
+    "plan": ("Plan", "Only read-only tools: look around and plan, change nothing"),
+    "bypass": ("Bypass permissions", "Nothing asks (rules that deny still deny)"),
+}
+THOUGHTS_OPTION = "show_thoughts"
+
+
+@dataclass(slots=True, eq=False)
+class Turn:
+    """A prompt being answered: ``cancelled`` once the client cancelled it; ``scope`` covers the part before the
+    run starts (re-offered approvals), which ``AgentRuntime.cancel`` cannot reach."""
+
+    cancelled: bool = False
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+@dataclass(slots=True, eq=False)
+class Session:
+    record: SessionRecord
+    agent_id: str  # the runtime agent its runs use (the configured agent, or its copy on another model)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    turn: Turn | None = None
+    cancel_epoch: int = 0  # bumped by every cancel, so prompts queued before it give up too
+    services: dict[str, Any] | None = None  # built at the first prompt
+    show_thoughts: bool = True
+    mcp_scope: anyio.CancelScope | None = None
+    mcp_status: list[dict[str, Any]] = field(default_factory=list)
+    mcp_tools: list[str] = field(default_factory=list)  # the names its MCP servers added to the runtime
+
+    @property
+    def id(self) -> str:
+        return self.record.session_id
+
+    @property
+    def mode(self) -> str:
+        return self.record.mode or "default"
+
+
+def iso_time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def modes_state(mode: str) -> dict[str, Any]:
+    return {
+        "currentModeId": mode,
+        "availableModes": [{"id": k, "name": n, "description": d} for k, (n, d) in MODES.items()],
+    }
+
+
+def config_options(session: Session, models: list[str], *, boolean: bool) -> list[dict[str, Any]]:
+    """The complete list, every time (ACP-CONFIG-002); the boolean one only for clients that render it (-003)."""
+    options: list[dict[str, Any]] = [
+        {
+            "id": "mode",
+            "name": "Mode",
+            "category": "mode",
+            "type": "select",
+            "currentValue": session.mode,
+            "options": [{"value": k, "name": n, "description": d} for k, (n, d) in MODES.items()],
+        },
+        {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "type": "select",
+            "currentValue": session.record.model or models[0],
+            "options": [{"value": m, "name": m} for m in models],
+        },
+    ]
+    if boolean:
+        options.append(
+            {
+                "id": THOUGHTS_OPTION,
+                "name": "Show thinking",
+                "description": "Stream the model's reasoning as thought chunks",
+                "type": "boolean",
+                "currentValue": session.show_thoughts,
+            }
+        )
+    return options
+
+
+def check_choice(value: Any, choices: list[str] | dict[str, Any], what: str) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise JsonRpcError(INVALID_PARAMS, f"unknown {what} {value!r}; expected one of {', '.join(choices)}")
+    return value
+
+
+def session_info(record: SessionRecord) -> dict[str, Any]:
+    info: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "updatedAt": iso_time(record.updated_at)}
+    if record.title:
+        info["title"] = record.title
+    if record.additional_directories:
+        info["additionalDirectories"] = list(record.additional_directories)
+    return info

@@ -1,0 +1,194 @@
+"""Thin ACP wire models: the params of the requests we serve, validated once on the way in.
+
+Only inbound params are pydantic models (camelCase aliases, unknown keys ignored, ``defer_build`` so start-up pays
+nothing until a model is first used); what we send is built as plain dicts by ``encoder.py``, because the hot path
+(thousands of ``session/update`` a second) must not pay for model serialisation. A ``ValidationError`` raised here
+becomes -32602 at the transport's single exception-to-wire boundary.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+from awaken_stdio.contract.messages import (
+    AudioBlock,
+    ContentBlock,
+    ImageBlock,
+    ResourceBlock,
+    ResourceLinkBlock,
+    TextBlock,
+)
+from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "AuthenticateParams",
+    "ClientCapabilities",
+    "InitializeParams",
+    "ListSessionsParams",
+    "LoadSessionParams",
+    "PromptCapabilities",
+    "PromptParams",
+    "SessionIdParams",
+    "SessionSetupParams",
+    "SetConfigOptionParams",
+    "SetModeParams",
+    "content_block_to_wire",
+    "prompt_to_blocks",
+]
+
+PROTOCOL_VERSION = 1
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True)
+
+
+def _absolute(path: str) -> str:
+    if not os.path.isabs(path):
+        raise ValueError(f"must be an absolute path, got {path!r}")
+    return os.path.normpath(path)
+
+
+class FileSystemCapabilities(_Wire):
+    read_text_file: bool = False
+    write_text_file: bool = False
+
+
+class ClientCapabilities(_Wire):
+    fs: FileSystemCapabilities = Field(default_factory=FileSystemCapabilities)
+    terminal: bool = False
+    session: dict[str, Any] | None = None
+
+    @property
+    def boolean_config(self) -> bool:
+        """``session.configOptions.boolean``: the client renders boolean config options (ACP-CONFIG-003)."""
+        options = (self.session or {}).get("configOptions")
+        return isinstance(options, dict) and isinstance(options.get("boolean"), dict)
+
+
+class InitializeParams(_Wire):
+    protocol_version: int = PROTOCOL_VERSION
+    client_capabilities: ClientCapabilities = Field(default_factory=ClientCapabilities)
+    client_info: dict[str, Any] | None = None
+
+
+class AuthenticateParams(_Wire):
+    method_id: str
+
+
+class SessionSetupParams(_Wire):
+    """``session/new`` (and the base of load/resume): where the session works and with which MCP servers."""
+
+    cwd: str
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    additional_directories: list[str] = Field(default_factory=list)
+
+    _cwd = field_validator("cwd")(_absolute)
+
+    @field_validator("additional_directories")
+    @classmethod
+    def _all_absolute(cls, value: list[str]) -> list[str]:
+        return [_absolute(v) for v in value]
+
+    @field_validator("mcp_servers", "additional_directories", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+class LoadSessionParams(SessionSetupParams):
+    """``session/load`` and ``session/resume``."""
+
+    session_id: str
+
+
+class ListSessionsParams(_Wire):
+    cwd: str | None = None
+    cursor: str | None = None
+
+
+class SessionIdParams(_Wire):
+    session_id: str
+
+
+class SetModeParams(SessionIdParams):
+    mode_id: str
+
+
+class SetConfigOptionParams(SessionIdParams):
+    config_id: str
+    value: bool | str
+    type: Literal["boolean", "select"] | None = None
+
+
+class PromptParams(SessionIdParams):
+    prompt: list[dict[str, Any]]
+
+
+class PromptCapabilities(_Wire):
+    image: bool = False
+    audio: bool = False
+    embedded_context: bool = True
+
+
+def prompt_to_blocks(prompt: list[dict[str, Any]], caps: PromptCapabilities) -> list[ContentBlock]:
+    """ACP content blocks as the runtime's, refusing (-32602) the kinds we did not advertise (ACP-PROMPTCAP-*)."""
+    blocks: list[ContentBlock] = []
+    for item in prompt:
+        kind = item.get("type")
+        try:
+            if kind == "text":
+                blocks.append(TextBlock(str(item["text"])))
+            elif kind == "resource_link":
+                blocks.append(
+                    ResourceLinkBlock(
+                        item["uri"],
+                        item.get("name") or item["uri"],
+                        item.get("mimeType"),
+                        item.get("title"),
+                        item.get("description"),
+                        item.get("size"),
+                    )
+                )
+            elif kind == "image" and caps.image:
+                blocks.append(ImageBlock(item["data"], item["mimeType"], item.get("uri")))
+            elif kind == "audio" and caps.audio:
+                blocks.append(AudioBlock(item["data"], item["mimeType"]))
+            elif kind == "resource" and caps.embedded_context:
+                res = item["resource"]
+                blocks.append(ResourceBlock(res["uri"], res.get("text"), res.get("blob"), res.get("mimeType")))
+            else:
+                raise JsonRpcError(INVALID_PARAMS, f"prompt content of type {kind!r} is not supported")
+        except (KeyError, TypeError) as exc:
+            raise JsonRpcError(INVALID_PARAMS, f"malformed {kind} content block: missing {exc}") from None
+    return blocks
+
+
+def content_block_to_wire(block: ContentBlock) -> dict[str, Any]:
+    """A runtime content block as ACP's (for replaying user messages)."""
+    if type(block) is TextBlock:
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ImageBlock):
+        out = {"type": "image", "data": block.data, "mimeType": block.mime_type}
+        return out | ({"uri": block.uri} if block.uri else {})
+    if isinstance(block, AudioBlock):
+        return {"type": "audio", "data": block.data, "mimeType": block.mime_type}
+    if isinstance(block, ResourceBlock):
+        resource: dict[str, Any] = {"uri": block.uri}
+        if block.text is not None:
+            resource["text"] = block.text
+        else:
+            resource["blob"] = block.blob or ""
+        if block.mime_type:
+            resource["mimeType"] = block.mime_type
+        return {"type": "resource", "resource": resource}
+    assert isinstance(block, ResourceLinkBlock)
+    optional = {"mimeType": block.mime_type, "title": block.title, "description": block.description, "size": block.size}
+    return {"type": "resource_link", "uri": block.uri, "name": block.name} | {
+        k: v for k, v in optional.items() if v is not None
+    }
