@@ -97,6 +97,11 @@ class PhaseEngine:
         A failing hook's own exception is raised (the first in registration order), not an exception group.
         """
         snapshot = self.store.snapshot()
+        if len(hooks) == 1:  # the common case: no task group (it costs more than most hooks)
+            ctx = make_ctx()
+            ctx.snapshot = snapshot
+            cmd = await hooks[0][1](ctx)
+            return [(0, cmd)] if isinstance(cmd, StateCommand) else []
         results: list[StateCommand | Exception | None] = [None] * len(hooks)
 
         async def one(i: int, hook: PhaseHook) -> None:
