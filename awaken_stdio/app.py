@@ -2,7 +2,11 @@
 
 Two stages, because start-up speed matters: :func:`load_settings` is cheap (TOML + pydantic) and is all a server
 needs to answer ``initialize``; :func:`open_app` opens the store (database drivers), registers the built-in tools,
-the ``@tool`` modules and the permission plugin, and is entered only after that first answer is on the wire.
+the ``@tool`` modules and the permission plugin, starts the mailbox service (``mailbox/service.py``) in a task group
+it owns, and is entered only after that first answer is on the wire.
+
+Every surface delivers approvals through :meth:`App.decide`, and should start runs with :meth:`App.run`: both go
+through the mailbox, which is what makes a decision resume a run exactly once across processes sharing the store.
 """
 
 from __future__ import annotations
@@ -12,17 +16,20 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import anyio
+
 from awaken_stdio.config import STORE_ENV, LoadedConfig, build_runtime, load_config
-from awaken_stdio.contract.errors import ConfigError, InvalidResume
+from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.contract.tools import Tool
-from awaken_stdio.runtime.activation import AgentRunResult, EventSink
+from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
 
 if TYPE_CHECKING:
     from awaken_stdio.contract.stores import Store
+    from awaken_stdio.mailbox.service import MailboxConfig, MailboxService
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
 
 __all__ = ["App", "Settings", "load_settings", "open_app", "tools_from_module"]
@@ -54,22 +61,28 @@ class App:
     settings: Settings
     store: Store
     runtime: AgentRuntime
+    mailbox: MailboxService
 
     async def decide(
         self, run_id: str, decisions: list[tuple[str, ToolCallResume]], sink: EventSink | None = None
     ) -> AgentRunResult | None:
-        """Deliver decisions for a waiting run, from any surface (ACP, MCP, CLI).
+        """Deliver decisions for a waiting run, from any surface (ACP, MCP, CLI), exactly once.
 
-        A run this process keeps alive gets them live (returns ``None``); otherwise the waiting run is resumed
-        from the store here and its result returned. Unknown or finished runs raise ``InvalidResume``.
+        The decisions are recorded in the mailbox first. When no live process holds the run's thread, the run is
+        resumed here and its result returned (events to ``sink``); when one does (the run waits there, or live in
+        this process), that process continues it and this returns ``None``. Unknown or finished runs raise
+        ``InvalidResume``; a target that is not one of the run's pending calls raises ``DecisionTargetNotFound``.
         """
-        record = await self.store.load_run(run_id)
-        if record is None:
-            raise InvalidResume(f"run {run_id} not found")
-        if self.runtime.active_run_id(record.thread_id) == run_id:
-            if await self.runtime.send_decisions(record.thread_id, decisions):
-                return None
-        return await self.runtime.resume(run_id, decisions, sink)
+        return await self.mailbox.decide(run_id, decisions, sink)
+
+    async def run(self, activation: RunActivation, sink: EventSink | None = None) -> AgentRunResult:
+        """Run through the mailbox, holding the thread's claim: with ``wait_for_decisions`` a run that suspends
+        keeps it and continues live when a decision arrives from any surface of any process."""
+        return await self.mailbox.submit(activation, sink)
+
+    async def cancel(self, run_id: str) -> bool:
+        """Cancel a run: running or waiting here, waiting in another process, or waiting in the store."""
+        return await self.mailbox.cancel(run_id)
 
 
 def tools_from_module(name: str) -> list[Tool]:
@@ -82,8 +95,13 @@ def tools_from_module(name: str) -> list[Tool]:
 
 
 @asynccontextmanager
-async def open_app(settings: Settings) -> AsyncIterator[App]:
-    """Open the store and build the runtime with every configured tool and plugin; closes the store on exit."""
+async def open_app(
+    settings: Settings, *, serve: bool = True, mailbox: MailboxConfig | None = None
+) -> AsyncIterator[App]:
+    """Open the store, build the runtime with every configured tool and plugin, and run the mailbox service until
+    exit (then the store closes). ``serve=False`` (the CLI) handles only this process's own dispatches and never
+    picks up other processes' queued work."""
+    from awaken_stdio.mailbox.service import MailboxConfig, MailboxService
     from awaken_stdio.runtime.permission import PermissionPlugin
     from awaken_stdio.stores import open_store
 
@@ -99,4 +117,15 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
             for tool in tools_from_module(module):
                 runtime.add_tool(tool)
         runtime.add_plugin(PermissionPlugin(store))
-        yield App(settings, store, runtime)
+        service = MailboxService(runtime, replace(mailbox or MailboxConfig(), dispatch_queued=serve))
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            await tg.start(service.run)
+            try:
+                yield App(settings, store, runtime, service)
+            except Exception as exc:  # raised after the group: callers see it, not an ExceptionGroup around it
+                failure = exc
+            finally:
+                tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure

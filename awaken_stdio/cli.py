@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from awaken_stdio.app import App
     from awaken_stdio.config import LoadedConfig
     from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store
 
@@ -67,6 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = runs.add_parser("show", help="show one run", parents=[common])
     p.add_argument("id", help="the run id")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p = runs.add_parser("approve", help="approve a waiting run's pending calls; the run resumes once", parents=[common])
+    p.add_argument("id", help="the run id")
+    p.add_argument("--call", metavar="C", help="only this pending call (default: every pending call)")
+    p.add_argument("--always", action="store_true", help="remember the approval for this tool in this workspace")
+    p = runs.add_parser(
+        "reject", help="reject a waiting run's pending calls; the run goes on without them", parents=[common]
+    )
+    p.add_argument("id", help="the run id")
+    p.add_argument("--call", metavar="C", help="only this pending call (default: every pending call)")
+    p.add_argument("--reason", metavar="R", help="told to the model")
+    p = runs.add_parser("cancel", help="cancel a running or waiting run", parents=[common])
+    p.add_argument("id", help="the run id")
 
     sessions = sub.add_parser("sessions", help="list, show and delete sessions", parents=[common]).add_subparsers(
         dest="action", metavar="ACTION", required=True
@@ -312,6 +325,74 @@ async def _sessions_delete(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
+def _with_app(fn: Callable[[argparse.Namespace, App], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+    """Run ``fn`` with the whole app (runtime, tools, the mailbox for this process's own work only)."""
+
+    def run(args: argparse.Namespace) -> int:
+        import anyio
+
+        from awaken_stdio.app import load_settings, open_app
+
+        settings = load_settings(args.config, args.store)
+
+        async def go() -> int:
+            async with open_app(settings, serve=False) as app:
+                return await fn(args, app)
+
+        return anyio.run(go)
+
+    return run
+
+
+async def _decide(args: argparse.Namespace, app: App, approve: bool) -> int:
+    from awaken_stdio.contract.errors import DecisionTargetNotFound, InvalidResume
+    from awaken_stdio.contract.suspension import ToolCallResume
+
+    run = await app.store.load_run(args.id)
+    if run is None:
+        raise InvalidResume(f"run {args.id} not found")
+    if run.status != "waiting" or run.waiting is None:
+        raise InvalidResume(f"run {args.id} is not waiting ({run.display_status})")
+    tickets = [t for t in run.waiting.tickets if args.call in (None, t.tool_call_id, t.ticket_id)]
+    if not tickets:
+        raise DecisionTargetNotFound(args.call)
+    if approve:
+        decisions = [(t.ticket_id, ToolCallResume.approve(always=args.always)) for t in tickets]
+    else:
+        decisions = [(t.ticket_id, ToolCallResume.reject(args.reason)) for t in tickets]
+    result = await app.decide(args.id, decisions)
+    verb = "approved" if approve else "rejected"
+    calls = ", ".join(t.tool_call_id for t in tickets)
+    if result is None:
+        print(f"{verb} {calls}; the process holding run {args.id} continues it", file=sys.stderr)
+        return 0
+    print(f"{verb} {calls}; run {args.id} is {result.status}")
+    if result.response:
+        print(result.response)
+    return 0
+
+
+@_with_app
+async def _runs_approve(args: argparse.Namespace, app: App) -> int:
+    return await _decide(args, app, True)
+
+
+@_with_app
+async def _runs_reject(args: argparse.Namespace, app: App) -> int:
+    return await _decide(args, app, False)
+
+
+@_with_app
+async def _runs_cancel(args: argparse.Namespace, app: App) -> int:
+    from awaken_stdio.contract.errors import InvalidResume
+
+    if not await app.cancel(args.id):
+        run = await app.store.load_run(args.id)
+        raise InvalidResume(f"run {args.id} is not running or waiting ({run.display_status if run else 'unknown'})")
+    print(f"cancelled run {args.id}", file=sys.stderr)
+    return 0
+
+
 def _tools_list(args: argparse.Namespace) -> int:
     from awaken_stdio.config import build_runtime
     from awaken_stdio.stores.memory import MemoryStore
@@ -371,6 +452,9 @@ _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     ("chat", None): _chat,
     ("runs", "list"): _runs_list,
     ("runs", "show"): _runs_show,
+    ("runs", "approve"): _runs_approve,
+    ("runs", "reject"): _runs_reject,
+    ("runs", "cancel"): _runs_cancel,
     ("sessions", "list"): _sessions_list,
     ("sessions", "show"): _sessions_show,
     ("sessions", "delete"): _sessions_delete,

@@ -15,6 +15,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import RunStatus, TerminationReason
+from awaken_stdio.contract.mailbox import MailboxStore
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.profile import ProfileStore
 from awaken_stdio.contract.state import PersistedState
@@ -359,5 +360,10 @@ class Store(ThreadStore, RunStore, ProfileStore, SessionStore, PermissionStore, 
     """A whole backend. Open it with ``stores.open_store(url)`` and close it with ``aclose()``."""
 
     url: str
+
+    @property
+    def mailbox(self) -> MailboxStore:
+        """The store's mailbox and effect ledger (``contract/mailbox.py``), in the same database."""
+        ...
 
     async def aclose(self) -> None: ...

@@ -45,11 +45,19 @@ from awaken_stdio.contract.inference import (
     ToolCallChunk,
 )
 from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.mailbox import EffectRecord, MailboxStore
 from awaken_stdio.contract.messages import Message, TextBlock, ToolCall
 from awaken_stdio.contract.profile import ProfileAccess
 from awaken_stdio.contract.state import MutationBatch, Snapshot, StateCommand
 from awaken_stdio.contract.stores import Checkpoint, RunRecord, Store, WaitingState, WaitingTicket
-from awaken_stdio.contract.suspension import SuspendTicket, ToolCallResume, waiting_reason_for
+from awaken_stdio.contract.suspension import (
+    PERMISSION_ACTION,
+    PendingToolCall,
+    SuspendTicket,
+    Suspension,
+    ToolCallResume,
+    waiting_reason_for,
+)
 from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext, ToolOutput, ToolResult, tool_error_result
 from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.runtime.executors import INTERRUPTED, CallResult, executor_for
@@ -123,6 +131,8 @@ class AgentLoop:
         self.started = time.monotonic()
         self.partial_text: list[str] = []
         self._input_appended = False
+        self._reasked = False  # a call a dead process left running was offered for approval again
+        self.ledger: MailboxStore | None = store.mailbox if store is not None else None
         self.partial_id: str | None = None
         self.state = StateStore()
         self.engine = PhaseEngine(self.state)
@@ -229,7 +239,12 @@ class AgentLoop:
         resumed_targets = await self._prepare()
         if self.record.status == "waiting" or resumed_targets:
             await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_running()))
-        if resumed_targets:
+        if self._reasked and not resumed_targets and self._suspended_calls():
+            self._append_input()
+            outcome = await self._suspend_and_wait()
+            if outcome is not None:
+                return outcome
+        elif resumed_targets:
             blocked = await self._replay(resumed_targets)
             self._append_input()  # after the replayed results: a tool result must follow its call
             if blocked is not None:
@@ -258,10 +273,12 @@ class AgentLoop:
             plugin.on_activate(self.agent.spec, batch)
         lifecycle.patch.extend(batch)
         await self.commit(lifecycle)
+        stale = await self._recover_effects()
         if a.has_visible_user_message and not a.decisions:
             await self._supersede()
-        if a.decisions:
-            targets = await self._apply_decisions(a.decisions)
+        decisions = [(t, d) for t, d in a.decisions if d.decision_id not in stale]
+        if decisions:
+            targets = await self._apply_decisions(decisions)
             if targets:
                 return targets
         self._append_input()
@@ -284,6 +301,57 @@ class AgentLoop:
                 )
                 self.messages.append(Message.tool(s.call_id, SUPERSEDED, internal=True))
         await self.commit(cmd)
+
+    async def _recover_effects(self) -> set[str]:
+        """Settle the calls a dead process left behind, from the effect ledger.
+
+        A call that finished but whose result never reached the conversation is reported with its recorded result
+        (not run again); one that started and never finished is marked ``unknown_after_crash`` and offered for
+        approval again, saying so. Returns the ids of the decisions those unknown attempts ran under: they cannot
+        approve the call a second time.
+        """
+        if self.ledger is None:
+            return set()
+        answered = {m.tool_call_id for m in self.messages if m.role == "tool"}
+        calls = {c.id: c for m in self.messages for c in m.tool_calls}
+        states = self.tool_states()
+        wanted = {c for c, s in states.items() if s.status in ("suspended", "resuming", "running")}
+        wanted.update(c for c in calls if c not in answered)
+        effects = [
+            e for e in await self.ledger.open_effects(self.thread_id, sorted(wanted)) if e.call_id not in answered
+        ]
+        if not effects:
+            return set()
+        with anyio.CancelScope(shield=True):
+            started = [e.call_id for e in effects if e.status == "started"]
+            await self.ledger.mark_effects_unknown(self.thread_id, started, now_ms())
+        for e in effects:
+            state = states.get(e.call_id)
+            result = ToolResult.from_json(e.result) if e.status == "finished" and e.result is not None else None
+            if e.status == "finished" and (result is None or result.is_pending):
+                continue
+            if e.status == "unknown_after_crash" and state is not None and state.status == "suspended":
+                continue  # already offered again
+            call = calls.get(e.call_id) or ToolCall(e.call_id, e.tool_name, e.arguments)
+            if e.call_id not in calls:  # its step was never committed: the call joins the conversation now
+                self.messages.append(Message("assistant", (), (call,), run_id=self.run_id))
+            if result is not None:
+                put = ToolCallStatesUpdate.put(ToolCallState(call.id, call.name, call.arguments, "resuming"))
+                await self.commit(StateCommand().update(TOOL_CALL_STATES, put))
+                await self._commit_call(CallResult(call, result), resumed=True)
+                continue
+            message = (
+                f"The earlier attempt of tool '{call.name}' was interrupted (the process stopped) and its outcome "
+                "is unknown; approve to run it again"
+            )
+            ticket = SuspendTicket(
+                Suspension(f"perm_{call.id}", PERMISSION_ACTION, message, call.arguments),
+                PendingToolCall(f"perm_{call.id}", "permission_confirm", call.arguments),
+                "replay_tool_call",
+            )
+            await self._suspend_call(call, ticket, message, {"unknown_after_crash": True})
+            self._reasked = True
+        return {e.decision_id for e in effects if e.status != "finished" and e.decision_id}
 
     def check_decisions(self, decisions: list[tuple[str, ToolCallResume]]) -> None:
         """Refuse an activation whose decisions name no call of the thread, before the run starts or changes."""
@@ -570,11 +638,13 @@ class AgentLoop:
         await self.commit(before)
         ctx = self._call_context(call, snapshot or self.state.snapshot(), state)
         command = StateCommand()
+        started = False
         try:
             args = call.arguments if isinstance(call.arguments, dict) else {}
             if _RAW_ARGUMENTS in args:  # the model's arguments were not JSON: let it fix them, never run on junk
                 raise ToolError(f"not valid JSON: {args[_RAW_ARGUMENTS]}", "invalid_arguments")
             args = tool.validate_args(args)
+            started = await self._effect_started(call, resume)
             out = await tool.execute(args, ctx)
             if isinstance(out, ToolOutput):
                 result, command = out.result, out.command
@@ -583,11 +653,32 @@ class AgentLoop:
             else:
                 result = ToolResult.success(call.name, out)
         except anyio.get_cancelled_exc_class():
+            if started:  # cancelled with the run, in a live process: not an unknown outcome to ask about later
+                await self._effect_finished(call, None)
             raise
         except Exception as exc:
             log.debug("tool %s failed", call.name, exc_info=True)
             result = tool_error_result(call.name, exc)
+        if started:
+            await self._effect_finished(call, result)
         return await self._after_tool(call, tool, result, command, resume)
+
+    async def _effect_started(self, call: ToolCall, resume: ToolCallResume | None) -> bool:
+        """The effect ledger's ``started`` mark, durable before the tool runs (one write, shielded)."""
+        if self.ledger is None:
+            return False
+        decision = resume.decision_id if resume is not None else None
+        record = EffectRecord(self.thread_id, call.id, self.run_id, call.name, call.arguments, decision_id=decision)
+        with anyio.CancelScope(shield=True):
+            await self.ledger.effect_started(record)
+        return True
+
+    async def _effect_finished(self, call: ToolCall, result: ToolResult | None) -> None:
+        """The ``finished`` mark with the result to report after a crash (``None``: nothing to report)."""
+        if self.ledger is not None:
+            data = result.to_json() if result is not None else None
+            with anyio.CancelScope(shield=True):
+                await self.ledger.effect_finished(self.thread_id, call.id, data, now_ms())
 
     async def _after_tool(
         self,

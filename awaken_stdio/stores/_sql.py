@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from functools import cached_property
+from typing import Any, Literal, Protocol, TypeVar
 
 from awaken_stdio.contract.errors import VersionConflict
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import RunStatus
+from awaken_stdio.contract.mailbox import MailboxStore
 from awaken_stdio.contract.messages import Message, message_from_json, message_to_json
 from awaken_stdio.contract.profile import ProfileEntry
 from awaken_stdio.contract.state import PersistedState
@@ -134,6 +136,13 @@ class SqlStore(BaseStore, Store):
     """The shared half of the SQLite and PostgreSQL stores."""
 
     q: Queries
+    dialect: Literal["sqlite", "postgres"]
+
+    @cached_property
+    def mailbox(self) -> MailboxStore:
+        from awaken_stdio.stores.mailbox_sql import SqlMailbox
+
+        return SqlMailbox(self, self.dialect)
 
     async def _write(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         """Run ``fn`` in one write transaction, retried as a whole on transient contention."""

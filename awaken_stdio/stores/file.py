@@ -25,7 +25,7 @@ import fcntl
 import os
 import shutil
 from collections.abc import Callable, Iterator
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +34,7 @@ import anyio
 from awaken_stdio.contract.errors import SchemaTooNew, StoreUnavailable
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import RunStatus
+from awaken_stdio.contract.mailbox import MailboxStore
 from awaken_stdio.contract.messages import Message, message_from_json, message_to_json
 from awaken_stdio.contract.profile import ProfileEntry
 from awaken_stdio.contract.state import PersistedState
@@ -148,6 +149,13 @@ class FileStore(BaseStore, Store):
         except OSError as exc:
             raise StoreUnavailable(f"cannot write to the store directory {root}: {exc.strerror}") from exc
         return cls(url, root, fd)
+
+    @cached_property
+    def mailbox(self) -> MailboxStore:
+        """The mailbox lives in ``mailbox.json`` beside the threads, under the same lock (``mailbox_memory.py``)."""
+        from awaken_stdio.stores.mailbox_memory import FileMailbox
+
+        return FileMailbox(self)
 
     async def _close(self) -> None:
         async with self._lock:

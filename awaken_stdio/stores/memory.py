@@ -7,10 +7,12 @@ it saved or loaded never edits the store. Nothing survives ``aclose()`` or the p
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import RunStatus
+from awaken_stdio.contract.mailbox import MailboxStore
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.profile import ProfileEntry
 from awaken_stdio.contract.state import PersistedState
@@ -56,6 +58,12 @@ class MemoryStore(BaseStore, Store):
         self._profiles: dict[str, dict[str, tuple[str, int]]] = {}  # owner -> key -> (JSON text, updated_at)
         self._sessions: dict[str, SessionRecord] = {}
         self._grants: dict[str, PermissionGrant] = {}
+
+    @cached_property
+    def mailbox(self) -> MailboxStore:
+        from awaken_stdio.stores.mailbox_memory import MemoryMailbox
+
+        return MemoryMailbox(self._check_open)
 
     # -- threads ---------------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The schema of the SQL backends as a list of forward migrations, and the runner both backends share.
 
-Version ``n`` is ``MIGRATIONS[n - 1]``. Adding a table (the mailbox will) is one more entry at the end, written once
+Version ``n`` is ``MIGRATIONS[n - 1]``. Adding tables (v2: the mailbox) is one more entry at the end, written once
 per dialect; never edit a released entry. The runner stamps ``awaken_meta`` (``application``, ``schema_version``),
 refuses a database it did not create and one written by a newer schema, and never downgrades. It runs inside the
 backend's write transaction (SQLite ``BEGIN IMMEDIATE``, PostgreSQL under an advisory lock), so two processes
@@ -154,8 +154,71 @@ _V1_POSTGRES = (
     "CREATE INDEX grants_by_workspace ON permission_grants (workspace, created_at, grant_id)",
 )
 
+# -- v2: the mailbox (run dispatches, thread epochs) and the effect ledger -----------------------------------------
+
+
+def _v2(integer: str, text: str) -> tuple[str, ...]:
+    """The mailbox tables in one dialect: ``integer`` for unix-ms columns, ``text`` for ids (collation)."""
+    return (
+        f"""CREATE TABLE run_dispatches (
+        dispatch_id {text} PRIMARY KEY,
+        thread_id {text} NOT NULL,
+        run_id {text} NOT NULL,
+        request TEXT NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 128,
+        dedupe_key TEXT,
+        dispatch_epoch {integer} NOT NULL DEFAULT 0,
+        status TEXT NOT NULL DEFAULT 'queued',
+        available_at {integer} NOT NULL DEFAULT 0,
+        attempt_count INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL DEFAULT 5,
+        last_error TEXT,
+        claim_token TEXT,
+        claimed_by TEXT,
+        lease_until {integer},
+        dispatch_instance_id TEXT,
+        run_status TEXT,
+        termination TEXT,
+        run_response TEXT,
+        run_error TEXT,
+        completed_at {integer},
+        created_at {integer} NOT NULL,
+        updated_at {integer} NOT NULL
+    )""",
+        "CREATE INDEX run_dispatches_by_thread ON run_dispatches (thread_id, status)",
+        "CREATE INDEX run_dispatches_by_dedupe ON run_dispatches (thread_id, dedupe_key) WHERE dedupe_key IS NOT NULL",
+        "CREATE INDEX run_dispatches_by_lease ON run_dispatches (status, lease_until) WHERE status = 'claimed'",
+        "CREATE INDEX run_dispatches_queued ON run_dispatches (status, available_at) WHERE status = 'queued'",
+        "CREATE INDEX run_dispatches_terminal ON run_dispatches (status, updated_at)",
+        f"""CREATE TABLE thread_dispatch_epochs (
+        thread_id {text} PRIMARY KEY,
+        current_epoch {integer} NOT NULL DEFAULT 0
+    )""",
+        f"""CREATE TABLE tool_effects (
+        thread_id {text} NOT NULL,
+        call_id {text} NOT NULL,
+        run_id TEXT NOT NULL,
+        tool_name TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        status TEXT NOT NULL,
+        decision_id TEXT,
+        result TEXT,
+        started_at {integer} NOT NULL,
+        updated_at {integer} NOT NULL,
+        PRIMARY KEY (thread_id, call_id)
+    )""",
+        "CREATE INDEX tool_effects_open ON tool_effects (thread_id, status)",
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "conversations, runs, profiles, sessions, permission grants", _V1_SQLITE, _V1_POSTGRES),
+    Migration(
+        2,
+        "mailbox: run dispatches, thread epochs, effect ledger",
+        _v2("INTEGER", "TEXT"),
+        _v2("BIGINT", 'TEXT COLLATE "C"'),
+    ),
 ]
 
 

@@ -217,6 +217,7 @@ async def _connect(path: str, *pragmas: str) -> aiosqlite.Connection:
 
 class SqliteStore(SqlStore):
     q = QUERIES
+    dialect = "sqlite"
 
     def __init__(self, url: str, path: str, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
         self.url, self.path = url, path

@@ -1,0 +1,483 @@
+"""The mailbox service: runs go through the store's mailbox so that every process sharing it agrees who runs a thread.
+
+Every run, decision and cancellation becomes a dispatch row first (the request travels in the row), and is executed
+only by the process holding the claim on the row's thread. That claim is leased: the holder renews it (every
+``renew_every_s``; a run waiting for a person keeps the long ``suspended_lease_ms``), and a holder that dies stops
+renewing, so its claim expires and the sweeper requeues its work. On one machine the sweeper does not wait for the
+lease: a claim whose owner process is gone is requeued at once (owners are named ``host:pid:instance``).
+
+A decision is recorded durably before anything acts on it. Then:
+
+- the process that received it claims the thread and resumes the run itself (``runtime.resume``) when nobody
+  holds the thread;
+- when a live process holds it (its run waits for a person there), that process's poller finds the decision row
+  within ``poll_every_s``, takes it over atomically (``transfer_claim``) and continues the run live, events going
+  to the client that started it.
+
+So a run is resumed exactly once whichever surface (editor, MCP client, CLI) answered, and a process killed at any
+point leaves rows that the next one finishes: queued rows are dispatched at start-up, dead claims are requeued.
+A run that had already started when its process died is continued (``continue_run_id``); the effect ledger keeps
+a tool that was running then from being run again without asking.
+
+``run`` is a long-lived loop started with ``await tg.start(service.run)``: recovery, then the renewer, the poller,
+the sweeper and the garbage collector. ``dispatch_queued=False`` (the CLI) only renews and delivers for its own
+claims and never picks up other work.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import anyio
+from anyio.abc import TaskGroup
+
+from awaken_stdio.contract.errors import (
+    AgentNotFound,
+    DecisionTargetNotFound,
+    InvalidResume,
+    ProviderError,
+    StoreError,
+    ThreadAlreadyRunning,
+    UsageError,
+    VersionConflict,
+)
+from awaken_stdio.contract.ids import new_id, now_ms
+from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.mailbox import DispatchKind, DispatchRequest, RunDispatch, retry_delay_ms
+from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.state import PersistedState
+from awaken_stdio.contract.stores import Checkpoint, RunRecord
+from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
+from awaken_stdio.runtime.agent_runtime import AgentRuntime
+from awaken_stdio.runtime.runtime_keys import TOOL_CALL_STATES
+
+__all__ = ["ErrorClass", "MailboxConfig", "MailboxService", "classify_error", "consumer_id", "owner_is_dead"]
+
+log = logging.getLogger(__name__)
+Decisions = list[tuple[str, ToolCallResume]]
+ErrorClass = Literal["ok", "transient", "permanent"]
+CONTROL_PRIORITY = 64  # decisions and cancellations go before runs queued at the default 128
+CANCELLED_TEXT = "[tool call cancelled with the run]"
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxConfig:
+    lease_ms: int = 30_000
+    suspended_lease_ms: int = 600_000
+    renew_every_s: float = 10.0
+    poll_every_s: float = 0.2
+    sweep_every_s: float = 30.0
+    gc_every_s: float = 60.0
+    retain_terminal_ms: int = 24 * 3600 * 1000
+    max_attempts: int = 5
+    dispatch_queued: bool = True
+
+
+def consumer_id() -> str:
+    """``host:pid:instance``: names this service as a claim owner, and lets a neighbour see when it has died."""
+    return f"{socket.gethostname()}:{os.getpid()}:{new_id()[-12:]}"
+
+
+def owner_is_dead(owner: str) -> bool:
+    """True only when ``owner`` is a process of this machine that no longer exists (never for another host's)."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def classify_error(exc: BaseException) -> ErrorClass:
+    """How a failed dispatch is settled: ``ok`` (ack; the run record says what happened), ``transient`` (nack and
+    retry with backoff) or ``permanent`` (dead-letter after this one run)."""
+    if isinstance(exc, InvalidResume | DecisionTargetNotFound):
+        return "ok"  # the run moved on (resumed elsewhere, finished): nothing left to do
+    if isinstance(exc, AgentNotFound | UsageError):
+        return "permanent"
+    if isinstance(exc, ProviderError):
+        return "transient" if exc.retryable else "permanent"
+    if isinstance(exc, ThreadAlreadyRunning | StoreError):
+        return "transient"
+    return "transient"
+
+
+@dataclass(slots=True)
+class _Held:
+    """A thread this process holds the claim on, and the dispatch it is executing."""
+
+    dispatch: RunDispatch
+    waiting: bool = False  # the run waits for a person here: decisions recorded elsewhere are taken over
+    settled: bool = False  # nacked or dead-lettered: nothing to ack at the end
+    lost: bool = False
+    result: AgentRunResult | None = None  # of the last execution, recorded with the final ack
+    send: Any = None
+    receive: Any = None
+
+    def __post_init__(self) -> None:
+        self.send, self.receive = anyio.create_memory_object_stream[RunDispatch](64)
+
+    @property
+    def token(self) -> str:
+        return self.dispatch.claim_token or ""
+
+
+@dataclass(slots=True)
+class MailboxService:
+    runtime: AgentRuntime
+    config: MailboxConfig = field(default_factory=MailboxConfig)
+    consumer: str = field(default_factory=consumer_id)
+    _held: dict[str, _Held] = field(default_factory=dict)
+    _tg: TaskGroup | None = None
+
+    @property
+    def mailbox(self) -> Any:
+        return self.runtime.store.mailbox
+
+    # -- the long-lived loops -----------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Recover (requeue dead claims, dispatch queued work), then renew, poll, sweep and collect until cancelled."""
+        c = self.config
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            if c.dispatch_queued:
+                await self.sweep()
+            tg.start_soon(self._every, c.renew_every_s, self.renew)
+            tg.start_soon(self._every, c.poll_every_s, self.poll)
+            if c.dispatch_queued:
+                tg.start_soon(self._every, c.sweep_every_s, self.sweep)
+                tg.start_soon(self._every, c.gc_every_s, self.collect)
+            task_status.started()
+
+    async def _every(self, seconds: float, fn: Callable[[], Awaitable[Any]]) -> None:
+        while True:
+            try:
+                await fn()
+            except StoreError:
+                log.warning("mailbox: %s failed", fn.__name__, exc_info=True)
+            await anyio.sleep(seconds)
+
+    async def renew(self) -> None:
+        """Extend the lease of every held claim; a claim that was lost (interrupted, reclaimed) cancels its run."""
+        for thread_id, held in list(self._held.items()):
+            c = self.config
+            lease = c.suspended_lease_ms if held.waiting else c.lease_ms
+            if held.settled or await self.mailbox.extend_lease(held.dispatch.dispatch_id, held.token, lease, now_ms()):
+                continue
+            log.warning("mailbox: lost the claim on thread %s; cancelling its run here", thread_id)
+            held.lost = True
+            held.send.close()
+            await self.runtime.cancel(thread_id)
+
+    async def poll(self) -> None:
+        """Take over decisions recorded for the runs waiting here; claim and run queued work (worker mode)."""
+        now = now_ms()
+        if any(h.waiting for h in self._held.values()):
+            for row in await self.mailbox.queued_for_holder(self.consumer):
+                held = self._held.get(row.thread_id)
+                if held is not None and held.waiting and row.request.kind != "run":
+                    await self._take_over(held, row.dispatch_id)
+        if self.config.dispatch_queued and self._tg is not None:
+            for thread_id in await self.mailbox.queued_thread_ids(now):
+                if thread_id in self._held:
+                    continue
+                for d in await self.mailbox.claim(thread_id, self.consumer, self.config.lease_ms, now):
+                    self._held[thread_id] = _Held(d)  # before the task starts: the next poll skips the thread
+                    self._tg.start_soon(self._background, thread_id)
+
+    async def sweep(self) -> None:
+        """Requeue expired claims, and at once those of owner processes of this machine that died."""
+        now = now_ms()
+        await self.mailbox.reclaim_expired_leases(now, 1000)
+        for d in await self.mailbox.list_claimed():
+            if d.claimed_by and owner_is_dead(d.claimed_by):
+                await self._requeue_dead(d, now)
+
+    async def collect(self) -> None:
+        await self.mailbox.purge_terminal(now_ms() - self.config.retain_terminal_ms)
+
+    async def _requeue_dead(self, d: RunDispatch, now: int) -> None:
+        try:
+            await self.mailbox.nack(d.dispatch_id, d.claim_token or "", now, f"owner {d.claimed_by} died", now)
+        except VersionConflict:
+            pass  # someone else requeued it first
+
+    # -- what the app calls -------------------------------------------------------------------------------------
+
+    async def submit(self, activation: RunActivation, sink: EventSink | None = None) -> AgentRunResult:
+        """Run ``activation`` here, holding its thread's claim; with ``wait_for_decisions`` a run that suspends
+        keeps the claim and continues when a decision arrives from any process. ``ThreadAlreadyRunning`` when
+        another run holds the thread."""
+        thread_id = activation.thread_id or new_id()
+        run_id = activation.continue_run_id or activation.run_id or new_id()
+        if not activation.continue_run_id:
+            activation = replace(activation, run_id=run_id)
+        activation = replace(activation, thread_id=thread_id)
+        request = DispatchRequest(
+            "run",
+            activation.agent_id,
+            tuple(activation.messages),
+            tuple(activation.decisions),
+            activation.origin,
+            activation.session_id,
+            activation.cwd,
+            self.consumer,
+        )
+        row = await self.mailbox.enqueue_and_claim(
+            self._new(thread_id, run_id, request, 128),
+            self.consumer,
+            self.config.lease_ms,
+            now_ms(),
+            queue_if_busy=False,
+        )
+        if row is None:
+            raise ThreadAlreadyRunning(thread_id)
+        result = await self._work(row, sink, activation)
+        assert result is not None
+        return result
+
+    async def decide(self, run_id: str, decisions: Decisions, sink: EventSink | None = None) -> AgentRunResult | None:
+        """Record decisions for a waiting run, then resume it exactly once: here when nobody holds its thread (the
+        result is returned), else in the process that holds it (``None``)."""
+        record = await self._waiting(run_id)
+        targets = (
+            {i for t in record.waiting.tickets for i in (t.ticket_id, t.tool_call_id)} if record.waiting else set()
+        )
+        for target, _ in decisions:
+            if target not in targets:
+                raise DecisionTargetNotFound(target)
+        return await self._control("decide", record, decisions, sink)
+
+    async def cancel(self, run_id: str) -> bool:
+        """Cancel a run wherever it is: live here, held by another process, or waiting in the store."""
+        record = await self.runtime.store.load_run(run_id)
+        if record is None:
+            raise InvalidResume(f"run {run_id} not found")
+        if record.status == "done":
+            return False
+        if self.runtime.active_run_id(record.thread_id) == run_id and record.thread_id not in self._held:
+            return await self.runtime.cancel_and_wait(record.thread_id)
+        held = self._held.get(record.thread_id)
+        if held is not None and not held.waiting:
+            return await self.runtime.cancel_and_wait(record.thread_id)
+        await self._control("cancel", record, [], None)
+        return True
+
+    # -- dispatching --------------------------------------------------------------------------------------------
+
+    def _new(self, thread_id: str, run_id: str, request: DispatchRequest, priority: int) -> RunDispatch:
+        now = now_ms()
+        return RunDispatch(
+            new_id(),
+            thread_id,
+            run_id,
+            request,
+            priority=priority,
+            max_attempts=self.config.max_attempts,
+            available_at=now,
+            created_at=now,
+            updated_at=now,
+        )
+
+    async def _waiting(self, run_id: str) -> RunRecord:
+        record = await self.runtime.store.load_run(run_id)
+        if record is None:
+            raise InvalidResume(f"run {run_id} not found")
+        if record.status != "waiting":
+            raise InvalidResume(f"run {run_id} is not waiting ({record.display_status})")
+        return record
+
+    async def _control(
+        self, kind: DispatchKind, record: RunRecord, decisions: Decisions, sink: EventSink | None
+    ) -> AgentRunResult | None:
+        request = DispatchRequest(
+            kind, record.agent_id, (), tuple(decisions), "internal", record.session_id, None, self.consumer
+        )
+        d = self._new(record.thread_id, record.run_id, request, CONTROL_PRIORITY)
+        held = self._held.get(record.thread_id)
+        if held is not None:  # this process holds the thread: hand it over now rather than at the next poll
+            row = await self.mailbox.enqueue(d)
+            if held.waiting:
+                await self._take_over(held, row.dispatch_id)
+            return None
+        now = now_ms()
+        row = await self.mailbox.enqueue_and_claim(d, self.consumer, self.config.lease_ms, now)
+        assert row is not None
+        if row.status != "claimed":
+            holders = await self.mailbox.list_dispatches(record.thread_id, ["claimed"])
+            if not holders or not all(h.claimed_by and owner_is_dead(h.claimed_by) for h in holders):
+                return None  # the live holder's poller takes it over
+            for h in holders:
+                await self._requeue_dead(h, now)
+            claimed = await self.mailbox.claim_dispatch(row.dispatch_id, self.consumer, self.config.lease_ms, now)
+            if claimed is None:
+                return None
+            row = claimed
+        live = kind == "decide" and self.runtime.active_run_id(record.thread_id) == record.run_id
+        if live and await self.runtime.send_decisions(record.thread_id, decisions):
+            # a run started straight on the runtime (not through the mailbox) waits here live and took them
+            await self.mailbox.ack(row.dispatch_id, row.claim_token or "", now_ms())
+            return None
+        return await self._work(row, sink, None)
+
+    async def _take_over(self, held: _Held, dispatch_id: str) -> None:
+        moved = await self.mailbox.transfer_claim(
+            held.dispatch.dispatch_id, held.token, dispatch_id, self.config.lease_ms, now_ms()
+        )
+        if moved is not None:
+            held.dispatch, held.waiting = moved, False
+            held.send.send_nowait(moved)
+
+    async def _background(self, thread_id: str) -> None:
+        held = self._held[thread_id]
+        try:
+            await self._work(held.dispatch, None, None, held)
+        except Exception:
+            log.exception("mailbox: dispatch %s failed", held.dispatch.dispatch_id)
+
+    async def _work(
+        self, d: RunDispatch, sink: EventSink | None, activation: RunActivation | None, held: _Held | None = None
+    ) -> AgentRunResult | None:
+        """Execute ``d`` holding its thread; with a waiting activation, keep the thread and continue the run with
+        each decision taken over, until it no longer waits. Acks what it holds at the end. Errors reach a
+        foreground caller (``held`` not given); background work only logs them."""
+        foreground = held is None
+        held = held or _Held(d)
+        self._held[d.thread_id] = held
+        wait = activation is not None and activation.wait_for_decisions
+        try:
+            result = await self._execute(held, sink, activation, foreground)
+            while wait and result is not None and result.status == "waiting" and not held.lost:
+                held.waiting = True
+                await self._record(held, result, ack=False)  # the row shows the run waiting until taken over
+                lease = self.config.suspended_lease_ms
+                await self.mailbox.extend_lease(held.dispatch.dispatch_id, held.token, lease, now_ms())
+                try:
+                    await held.receive.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError):
+                    break
+                result = await self._execute(held, sink, None, foreground) or result
+            return result
+        finally:
+            with anyio.CancelScope(shield=True):
+                if self._held.get(d.thread_id) is held:
+                    del self._held[d.thread_id]
+                held.send.close()
+                held.receive.close()
+                if not held.settled and not held.lost:
+                    try:
+                        await self._record(held, held.result, ack=True)
+                    except VersionConflict:
+                        log.warning("mailbox: dispatch %s was taken from us", held.dispatch.dispatch_id)
+
+    async def _record(self, held: _Held, result: AgentRunResult | None, *, ack: bool) -> None:
+        """The execution's outcome on the row (one write), acking it at the end."""
+        d, now = held.dispatch, now_ms()
+        if result is None:
+            if ack:
+                await self.mailbox.ack(d.dispatch_id, held.token, now)
+            return
+        status = "waiting" if result.status == "waiting" else "done"
+        await self.mailbox.record_run_result(
+            d.dispatch_id, held.token, status, result.termination, result.response, None, now, ack=ack
+        )
+
+    async def _execute(
+        self, held: _Held, sink: EventSink | None, activation: RunActivation | None, foreground: bool
+    ) -> AgentRunResult | None:
+        d, mb = held.dispatch, self.mailbox
+        held.result = None
+        try:
+            if d.dispatch_instance_id != self.consumer or d.run_status != "running":  # not started with its claim
+                held.dispatch = await mb.record_dispatch_start(d.dispatch_id, held.token, self.consumer, now_ms())
+        except VersionConflict:
+            held.settled = True  # superseded by an interrupt: never run it
+            return None
+        try:
+            result = await self._perform(d, sink, activation)
+        except Exception as exc:
+            kind = classify_error(exc)
+            with anyio.CancelScope(shield=True):
+                await self._settle_failure(held, exc, kind)
+            if foreground:
+                raise
+            return None
+        held.result = result
+        return result
+
+    async def _settle_failure(self, held: _Held, exc: Exception, kind: ErrorClass) -> None:
+        d, mb, now = held.dispatch, self.mailbox, now_ms()
+        error = str(exc) or type(exc).__name__
+        try:
+            await mb.record_run_result(
+                d.dispatch_id, held.token, "done", TerminationReason.error(error), None, error, now
+            )
+            if kind == "transient":
+                held.settled = True
+                await mb.nack(d.dispatch_id, held.token, now + retry_delay_ms(d.attempt_count + 1), error, now)
+            elif kind == "permanent":
+                held.settled = True
+                await mb.dead_letter(d.dispatch_id, held.token, error, now)
+        except VersionConflict:
+            held.settled = True
+
+    async def _perform(
+        self, d: RunDispatch, sink: EventSink | None, activation: RunActivation | None
+    ) -> AgentRunResult | None:
+        req = d.request
+        if req.kind == "cancel":
+            await self._cancel_here(d.run_id)
+            return None
+        if req.kind == "decide":
+            return await self.runtime.resume(d.run_id, list(req.decisions), sink)
+        if activation is None:
+            record = await self.runtime.store.load_run(d.run_id)
+            if record is not None and record.status in ("waiting", "done"):
+                return None  # started before a restart: it now waits for a decision, or it finished
+            activation = RunActivation(
+                [] if record is not None else list(req.messages),
+                d.thread_id,
+                req.agent_id,
+                [] if record is not None else list(req.decisions),
+                run_id=None if record is not None else d.run_id,
+                continue_run_id=d.run_id if record is not None else None,  # it died mid-run: continue it
+                session_id=req.session_id,
+                origin=req.origin,
+                cwd=req.cwd,
+            )
+        return await self.runtime.run(replace(activation, wait_for_decisions=False), sink)
+
+    async def _cancel_here(self, run_id: str) -> None:
+        """End a run that waits in the store (or died running) as cancelled, its suspended calls cancelled."""
+        store = self.runtime.store
+        record = await store.load_run(run_id)
+        if record is None or record.status == "done":
+            return
+        loaded = await store.load_thread(record.thread_id)
+        if loaded is None:
+            return
+        state = loaded.state or PersistedState()
+        states = TOOL_CALL_STATES.decode(state.extensions.get(TOOL_CALL_STATES.key))
+        messages = []
+        now = now_ms()
+        for call_id, s in sorted(states.items()):
+            if s.status == "suspended":
+                states[call_id] = replace(s, status="cancelled", updated_at=now)
+                messages.append(replace(Message.tool(call_id, CANCELLED_TEXT, internal=True), run_id=run_id))
+        extensions = {**state.extensions, TOOL_CALL_STATES.key: TOOL_CALL_STATES.encode(states)}
+        record.status, record.termination, record.status_reason = "done", TerminationReason.cancelled(), "cancelled"
+        record.waiting, record.updated_at = None, now
+        new_state = PersistedState(state.revision + 1, extensions)
+        await store.checkpoint(Checkpoint(record.thread_id, loaded.thread.message_count, messages, record, new_state))

@@ -1,0 +1,406 @@
+"""The mailbox's transitions, written once for every backend against a small table seam.
+
+A backend supplies a :class:`MailboxTable` (rows in, rows out; the memory one over dicts, the SQL one over a
+transaction) and ``_write``/``_read``, which run a function on a table inside one transaction. :class:`MailboxBase`
+implements the whole :class:`~awaken_stdio.contract.mailbox.MailboxStore` on top, so the state machine, the
+ordering and the invariant checks cannot differ between backends. Every row written goes through
+``RunDispatch.validate``.
+
+Refusals that follow a write (a stale claim is superseded, then refused) are returned as :class:`Refused` and
+raised only after the transaction commits, so the write is not rolled back with the error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from awaken_stdio.contract.errors import AlreadyExists, NotFound, StoreError, VersionConflict
+from awaken_stdio.contract.ids import new_id
+from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.mailbox import (
+    TERMINAL_STATUSES,
+    DispatchStatus,
+    EffectRecord,
+    InterruptResult,
+    MailboxStore,
+    RunDispatch,
+)
+
+__all__ = ["ACTIVE", "MailboxBase", "MailboxTable", "Refused"]
+
+T = TypeVar("T")
+ACTIVE: tuple[DispatchStatus, ...] = ("queued", "claimed")
+TERMINAL: tuple[DispatchStatus, ...] = tuple(sorted(TERMINAL_STATUSES))  # type: ignore[arg-type]
+INTERRUPTED = "queued dispatch superseded by interrupt"
+STALE = "dispatch superseded: its thread was interrupted (stale epoch)"
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """An error to raise once the transaction that produced it has committed."""
+
+    error: StoreError
+
+
+class MailboxTable(Protocol):
+    """Row access inside one transaction. Lists come by priority, then age (``created_at``, then id)."""
+
+    async def lock_thread(self, thread_id: str) -> int:
+        """Create the thread's epoch row if missing, lock it until the transaction ends; its epoch."""
+        ...
+
+    async def epoch(self, thread_id: str) -> int: ...
+
+    async def set_epoch(self, thread_id: str, epoch: int) -> None: ...
+
+    async def get(self, dispatch_id: str) -> RunDispatch | None: ...
+
+    async def insert(self, d: RunDispatch) -> None: ...
+
+    async def update(self, d: RunDispatch) -> None: ...
+
+    async def thread_rows(
+        self, thread_id: str, statuses: tuple[str, ...] | None, limit: int | None = None, offset: int = 0
+    ) -> list[RunDispatch]: ...
+
+    async def dedupe_taken(self, thread_id: str, key: str) -> bool:
+        """A non-terminal dispatch of the thread has this dedupe key."""
+        ...
+
+    async def expired(self, now: int, limit: int) -> list[RunDispatch]: ...
+
+    async def by_status(self, statuses: tuple[str, ...], limit: int, offset: int) -> list[RunDispatch]: ...
+
+    async def counts(self) -> dict[str, int]: ...
+
+    async def queued_threads(self, now: int | None) -> list[str]: ...
+
+    async def queued_for_holder(self, consumer: str) -> list[RunDispatch]: ...
+
+    async def purge(self, older_than: int) -> int: ...
+
+    async def effect_put(self, e: EffectRecord) -> None: ...
+
+    async def effect_finish(self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int) -> None: ...
+
+    async def effects_open(self, thread_id: str, call_ids: list[str]) -> list[EffectRecord]: ...
+
+    async def effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None: ...
+
+
+Op = Callable[[MailboxTable], Awaitable[T]]
+
+
+def _claim(d: RunDispatch, token: str, consumer: str, lease_ms: int, now: int) -> None:
+    d.status, d.claim_token, d.claimed_by, d.lease_until, d.updated_at = "claimed", token, consumer, now + lease_ms, now
+
+
+def _finish(d: RunDispatch, status: DispatchStatus, now: int, error: str | None = None) -> None:
+    d.status = status
+    d.clear_claim()
+    d.completed_at = d.completed_at or now
+    d.updated_at = now
+    if error is not None:
+        d.last_error = error
+
+
+def _requeue(d: RunDispatch, available_at: int, now: int, error: str) -> None:
+    """attempt+1: back to queued, or dead-lettered once the attempts are spent."""
+    d.attempt_count += 1
+    d.clear_projection()
+    if d.attempt_count >= d.max_attempts:
+        d.completed_at = None
+        _finish(d, "dead_letter", now, error)
+        return
+    d.status, d.available_at, d.last_error, d.completed_at, d.updated_at = "queued", available_at, error, None, now
+    d.clear_claim()
+
+
+async def _locked_get(t: MailboxTable, dispatch_id: str) -> tuple[RunDispatch | None, int]:
+    """The row, read again after its thread's lock is held, and the thread's epoch."""
+    d = await t.get(dispatch_id)
+    if d is None:
+        return None, 0
+    epoch = await t.lock_thread(d.thread_id)
+    return await t.get(dispatch_id), epoch
+
+
+async def _put(t: MailboxTable, d: RunDispatch) -> RunDispatch:
+    d.validate()
+    await t.update(d)
+    return d
+
+
+async def _own(t: MailboxTable, dispatch_id: str, token: str, now: int) -> RunDispatch | Refused:
+    """The row claimed with ``token`` at the current epoch; a stale claim is superseded and refused."""
+    d, epoch = await _locked_get(t, dispatch_id)
+    if d is None:
+        return Refused(NotFound(f"dispatch {dispatch_id}"))
+    if d.status != "claimed" or d.claim_token != token:
+        return Refused(VersionConflict(f"claim on dispatch {dispatch_id}", token, d.claim_token or d.status))
+    if d.dispatch_epoch < epoch:
+        _finish(d, "superseded", now, STALE)
+        await _put(t, d)
+        return Refused(VersionConflict(f"epoch of dispatch {dispatch_id}", d.dispatch_epoch, epoch))
+    return d
+
+
+class MailboxBase(MailboxStore):
+    """Every mailbox operation, over the backend's ``_write``/``_read``."""
+
+    async def _write(self, fn: Op[T]) -> T:
+        raise NotImplementedError
+
+    async def _read(self, fn: Op[T]) -> T:
+        raise NotImplementedError
+
+    async def _change(self, fn: Op[Any]) -> Any:
+        result = await self._write(fn)
+        if isinstance(result, Refused):
+            raise result.error
+        return result
+
+    # -- queue ------------------------------------------------------------------------------------------------
+
+    async def enqueue(self, dispatch: RunDispatch) -> RunDispatch:
+        row = await self.enqueue_and_claim(dispatch, "", 0, 0)
+        assert row is not None
+        return row
+
+    async def enqueue_and_claim(
+        self, dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, *, queue_if_busy: bool = True
+    ) -> RunDispatch | None:
+        row = dispatch.copy()
+
+        async def op(t: MailboxTable) -> RunDispatch | Refused | None:
+            row.dispatch_epoch = await t.lock_thread(row.thread_id)
+            if row.dedupe_key is not None and await t.dedupe_taken(row.thread_id, row.dedupe_key):
+                return Refused(AlreadyExists(f"dispatch with dedupe key {row.dedupe_key} on thread {row.thread_id}"))
+            if consumer:
+                busy = bool(await t.thread_rows(row.thread_id, ("claimed",), 1))
+                if busy and not queue_if_busy:
+                    return None
+                if not busy:
+                    _claim(row, new_id(), consumer, lease_ms, now)
+                    row.dispatch_instance_id, row.run_status = consumer, "running"
+            row.validate()
+            await t.insert(row)
+            return row
+
+        return await self._change(op)  # type: ignore[no-any-return]
+
+    async def claim(self, thread_id: str, consumer: str, lease_ms: int, now: int, limit: int = 1) -> list[RunDispatch]:
+        async def op(t: MailboxTable) -> list[RunDispatch]:
+            epoch = await t.lock_thread(thread_id)
+            rows = await t.thread_rows(thread_id, ACTIVE)
+            for r in rows:
+                if r.status == "queued" and r.dispatch_epoch < epoch:
+                    _finish(r, "superseded", now, STALE)
+                    await _put(t, r)
+            if any(r.status == "claimed" for r in rows):
+                return []
+            ready = [r for r in rows if r.status == "queued" and r.available_at <= now][:limit]
+            token = new_id()
+            for r in ready:
+                _claim(r, token, consumer, lease_ms, now)
+                await _put(t, r)
+            return ready
+
+        return await self._change(op)  # type: ignore[no-any-return]
+
+    async def claim_dispatch(self, dispatch_id: str, consumer: str, lease_ms: int, now: int) -> RunDispatch | None:
+        async def op(t: MailboxTable) -> RunDispatch | None:
+            d, epoch = await _locked_get(t, dispatch_id)
+            if d is None or d.status != "queued":
+                return None
+            if d.dispatch_epoch < epoch:
+                _finish(d, "superseded", now, STALE)
+                await _put(t, d)
+                return None
+            if await t.thread_rows(d.thread_id, ("claimed",), 1):
+                return None
+            _claim(d, new_id(), consumer, lease_ms, now)
+            return await _put(t, d)
+
+        return await self._change(op)  # type: ignore[no-any-return]
+
+    async def transfer_claim(
+        self, from_id: str, claim_token: str, to_id: str, lease_ms: int, now: int
+    ) -> RunDispatch | None:
+        async def op(t: MailboxTable) -> RunDispatch | Refused | None:
+            src = await _own(t, from_id, claim_token, now)
+            if isinstance(src, Refused):
+                return src
+            dst = await t.get(to_id)
+            if dst is None or dst.status != "queued" or dst.thread_id != src.thread_id:
+                return None
+            if dst.dispatch_epoch < src.dispatch_epoch:
+                _finish(dst, "superseded", now, STALE)
+                await _put(t, dst)
+                return None
+            consumer = src.claimed_by or ""
+            _finish(src, "acked", now)
+            await _put(t, src)
+            _claim(dst, new_id(), consumer, lease_ms, now)
+            return await _put(t, dst)
+
+        return await self._change(op)  # type: ignore[no-any-return]
+
+    async def _settle(self, dispatch_id: str, token: str, now: int, change: Callable[[RunDispatch], None]) -> Any:
+        async def op(t: MailboxTable) -> RunDispatch | Refused:
+            d = await _own(t, dispatch_id, token, now)
+            if isinstance(d, Refused):
+                return d
+            change(d)
+            return await _put(t, d)
+
+        return await self._change(op)
+
+    async def ack(self, dispatch_id: str, claim_token: str, now: int) -> RunDispatch:
+        return await self._settle(dispatch_id, claim_token, now, lambda d: _finish(d, "acked", now))  # type: ignore[no-any-return]
+
+    async def nack(self, dispatch_id: str, claim_token: str, retry_at: int, error: str, now: int) -> RunDispatch:
+        return await self._settle(dispatch_id, claim_token, now, lambda d: _requeue(d, retry_at, now, error))  # type: ignore[no-any-return]
+
+    async def dead_letter(self, dispatch_id: str, claim_token: str, error: str, now: int) -> RunDispatch:
+        return await self._settle(dispatch_id, claim_token, now, lambda d: _finish(d, "dead_letter", now, error))  # type: ignore[no-any-return]
+
+    async def record_dispatch_start(
+        self, dispatch_id: str, claim_token: str, instance_id: str, now: int
+    ) -> RunDispatch:
+        def start(d: RunDispatch) -> None:
+            d.clear_projection()
+            d.dispatch_instance_id, d.run_status, d.completed_at, d.updated_at = instance_id, "running", None, now
+
+        return await self._settle(dispatch_id, claim_token, now, start)  # type: ignore[no-any-return]
+
+    async def record_run_result(
+        self,
+        dispatch_id: str,
+        claim_token: str,
+        run_status: str,
+        termination: TerminationReason | None,
+        response: str | None,
+        error: str | None,
+        now: int,
+        *,
+        ack: bool = False,
+    ) -> RunDispatch:
+        def result(d: RunDispatch) -> None:
+            d.run_status, d.termination, d.run_response, d.run_error = run_status, termination, response, error
+            d.completed_at, d.updated_at = now, now
+            if ack:
+                _finish(d, "acked", now)
+
+        return await self._settle(dispatch_id, claim_token, now, result)  # type: ignore[no-any-return]
+
+    async def cancel(self, dispatch_id: str, now: int) -> RunDispatch | None:
+        async def op(t: MailboxTable) -> RunDispatch | None:
+            d, _ = await _locked_get(t, dispatch_id)
+            if d is None or d.status != "queued":
+                return None
+            _finish(d, "cancelled", now)
+            return await _put(t, d)
+
+        return await self._change(op)  # type: ignore[no-any-return]
+
+    async def extend_lease(self, dispatch_id: str, claim_token: str, extension_ms: int, now: int) -> bool:
+        async def op(t: MailboxTable) -> bool:
+            d = await _own(t, dispatch_id, claim_token, now)
+            if isinstance(d, Refused):
+                return False
+            d.lease_until, d.updated_at = now + extension_ms, now
+            await _put(t, d)
+            return True
+
+        return await self._write(op)
+
+    async def interrupt(self, thread_id: str, now: int) -> InterruptResult:
+        async def op(t: MailboxTable) -> InterruptResult:
+            epoch = await t.lock_thread(thread_id) + 1
+            await t.set_epoch(thread_id, epoch)
+            active: RunDispatch | None = None
+            superseded = []
+            for r in await t.thread_rows(thread_id, ACTIVE):
+                if r.status == "claimed":
+                    active = active or r
+                elif r.dispatch_epoch < epoch:
+                    _finish(r, "superseded", now, INTERRUPTED)
+                    superseded.append(await _put(t, r))
+            return InterruptResult(epoch, active, superseded)
+
+        return await self._write(op)
+
+    async def current_dispatch_epoch(self, thread_id: str) -> int:
+        return await self._read(lambda t: t.epoch(thread_id))
+
+    async def supersede_claimed(self, dispatch_id: str, reason: str, now: int) -> RunDispatch | None:
+        async def op(t: MailboxTable) -> RunDispatch | None:
+            d, _ = await _locked_get(t, dispatch_id)
+            if d is None or d.status != "claimed":
+                return None
+            _finish(d, "superseded", now, reason)
+            return await _put(t, d)
+
+        return await self._write(op)
+
+    async def load_dispatch(self, dispatch_id: str) -> RunDispatch | None:
+        return await self._read(lambda t: t.get(dispatch_id))
+
+    async def list_dispatches(
+        self, thread_id: str, statuses: list[DispatchStatus] | None = None, limit: int = 100, offset: int = 0
+    ) -> list[RunDispatch]:
+        wanted = tuple(statuses) if statuses is not None else None
+        return await self._read(lambda t: t.thread_rows(thread_id, wanted, limit, offset))
+
+    async def count_dispatches_by_status(self) -> dict[str, int]:
+        return await self._read(lambda t: t.counts())
+
+    async def list_terminal_dispatches(self, limit: int = 100, offset: int = 0) -> list[RunDispatch]:
+        return await self._read(lambda t: t.by_status(TERMINAL, limit, offset))
+
+    async def list_claimed(self, limit: int = 1000) -> list[RunDispatch]:
+        return await self._read(lambda t: t.by_status(("claimed",), limit, 0))
+
+    async def queued_for_holder(self, consumer: str) -> list[RunDispatch]:
+        return await self._read(lambda t: t.queued_for_holder(consumer))
+
+    async def reclaim_expired_leases(self, now: int, limit: int = 100) -> list[RunDispatch]:
+        async def op(t: MailboxTable) -> list[RunDispatch]:
+            out = []
+            for found in await t.expired(now, limit):
+                d, epoch = await _locked_get(t, found.dispatch_id)
+                if d is None or d.status != "claimed" or d.lease_until is None or d.lease_until >= now:
+                    continue  # another sweeper got there first
+                if d.dispatch_epoch < epoch:
+                    _finish(d, "superseded", now, STALE)
+                    await _put(t, d)
+                    continue
+                _requeue(d, now, now, "lease expired")
+                out.append(await _put(t, d))
+            return out
+
+        return await self._write(op)
+
+    async def purge_terminal(self, older_than: int) -> int:
+        return await self._write(lambda t: t.purge(older_than))
+
+    async def queued_thread_ids(self, now: int | None = None) -> list[str]:
+        return await self._read(lambda t: t.queued_threads(now))
+
+    # -- effect ledger ----------------------------------------------------------------------------------------
+
+    async def effect_started(self, effect: EffectRecord) -> None:
+        await self._write(lambda t: t.effect_put(effect))
+
+    async def effect_finished(self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int) -> None:
+        await self._write(lambda t: t.effect_finish(thread_id, call_id, result, now))
+
+    async def open_effects(self, thread_id: str, call_ids: list[str]) -> list[EffectRecord]:
+        return await self._read(lambda t: t.effects_open(thread_id, call_ids))
+
+    async def mark_effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None:
+        if call_ids:
+            await self._write(lambda t: t.effects_unknown(thread_id, call_ids, now))

@@ -1,0 +1,279 @@
+"""The mailbox of the SQL backends: the shared logic (``mailbox_core``) over one table seam, one set of statements.
+
+The statements are written once with ``?`` placeholders, in SQL both SQLite and PostgreSQL accept, and numbered
+(``$1``...) for PostgreSQL. Each operation is one transaction of the store (``SqlStore._write``): SQLite's runs
+whole under ``BEGIN IMMEDIATE`` (every writer serialised), PostgreSQL's locks the thread's row in
+``thread_dispatch_epochs`` (``lock_thread``) before it reads the thread's dispatches, so two processes claiming the
+same thread take turns and the second sees the first's claim. Rows are validated again when read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.mailbox import TERMINAL_STATUSES, DispatchRequest, EffectRecord, RunDispatch
+from awaken_stdio.stores._codec import dumps, loads
+from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op
+
+if TYPE_CHECKING:
+    from awaken_stdio.stores._sql import SqlStore, Tx
+
+__all__ = ["SqlMailbox"]
+
+T = TypeVar("T")
+Dialect = Literal["sqlite", "postgres"]
+_FAR = 1 << 62
+
+COLUMNS = (
+    "dispatch_id, thread_id, run_id, request, priority, dedupe_key, dispatch_epoch, status, available_at, "
+    "attempt_count, max_attempts, last_error, claim_token, claimed_by, lease_until, dispatch_instance_id, "
+    "run_status, termination, run_response, run_error, completed_at, created_at, updated_at"
+)
+_MUTABLE = [c.strip() for c in COLUMNS.split(",")][4:]  # everything after request (priority ... updated_at)
+EFFECT_COLUMNS = "thread_id, call_id, run_id, tool_name, arguments, status, decision_id, result, started_at, updated_at"
+_ORDER = "ORDER BY priority, created_at, dispatch_id"
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+# -- statements (SQLite spelling; ``_numbered`` makes the PostgreSQL one) ----------------------------------------
+
+LOCK_THREAD = """
+    INSERT INTO thread_dispatch_epochs (thread_id, current_epoch) VALUES (?, 0)
+    ON CONFLICT (thread_id) DO UPDATE SET current_epoch = thread_dispatch_epochs.current_epoch
+    RETURNING current_epoch"""
+EPOCH = "SELECT current_epoch FROM thread_dispatch_epochs WHERE thread_id = ?"
+SET_EPOCH = "UPDATE thread_dispatch_epochs SET current_epoch = ? WHERE thread_id = ?"
+GET = f"SELECT {COLUMNS} FROM run_dispatches WHERE dispatch_id = ?"
+INSERT = f"INSERT INTO run_dispatches ({COLUMNS}) VALUES ({_marks(23)})"
+UPDATE = f"UPDATE run_dispatches SET {', '.join(c + ' = ?' for c in _MUTABLE)} WHERE dispatch_id = ?"
+DEDUPE = """
+    SELECT 1 FROM run_dispatches WHERE thread_id = ? AND dedupe_key = ? AND status IN ('queued', 'claimed') LIMIT 1"""
+EXPIRED = f"""
+    SELECT {COLUMNS} FROM run_dispatches WHERE status = 'claimed' AND lease_until < ?
+    ORDER BY lease_until, dispatch_id LIMIT ?"""
+COUNTS = "SELECT status, COUNT(*) FROM run_dispatches GROUP BY status"
+QUEUED_THREADS = (
+    "SELECT DISTINCT thread_id FROM run_dispatches WHERE status = 'queued' AND available_at <= ? ORDER BY 1"
+)
+QUEUED_FOR_HOLDER = f"""
+    SELECT {COLUMNS} FROM run_dispatches WHERE status = 'queued' AND thread_id IN (
+        SELECT thread_id FROM run_dispatches WHERE status = 'claimed' AND claimed_by = ?)
+    ORDER BY created_at, dispatch_id"""
+_TERMINAL_LIST = ", ".join(repr(s) for s in sorted(TERMINAL_STATUSES))
+PURGE = f"DELETE FROM run_dispatches WHERE status IN ({_TERMINAL_LIST}) AND updated_at < ?"
+PURGE_EFFECTS = "DELETE FROM tool_effects WHERE status = 'finished' AND updated_at < ?"
+EFFECT_PUT = f"""
+    INSERT INTO tool_effects ({EFFECT_COLUMNS}) VALUES ({_marks(10)})
+    ON CONFLICT (thread_id, call_id) DO UPDATE SET run_id = excluded.run_id, tool_name = excluded.tool_name,
+        arguments = excluded.arguments, status = excluded.status, decision_id = excluded.decision_id,
+        result = excluded.result, started_at = excluded.started_at, updated_at = excluded.updated_at"""
+EFFECT_FINISH = (
+    "UPDATE tool_effects SET status = 'finished', result = ?, updated_at = ? WHERE thread_id = ? AND call_id = ?"
+)
+
+
+@cache
+def thread_rows_sql(n_statuses: int | None) -> str:
+    where = "" if n_statuses is None else f" AND status IN ({_marks(n_statuses)})"
+    return f"SELECT {COLUMNS} FROM run_dispatches WHERE thread_id = ?{where} {_ORDER} LIMIT ? OFFSET ?"
+
+
+@cache
+def by_status_sql(n: int) -> str:
+    return f"""SELECT {COLUMNS} FROM run_dispatches WHERE status IN ({_marks(n)})
+        ORDER BY created_at, dispatch_id LIMIT ? OFFSET ?"""
+
+
+@cache
+def effects_open_sql(n: int) -> str:
+    also = f" OR call_id IN ({_marks(n)})" if n else ""
+    return f"""SELECT {EFFECT_COLUMNS} FROM tool_effects WHERE thread_id = ? AND (status = 'started'{also})
+        ORDER BY started_at, call_id"""
+
+
+@cache
+def effects_unknown_sql(n: int) -> str:
+    return f"""UPDATE tool_effects SET status = 'unknown_after_crash', updated_at = ?
+        WHERE thread_id = ? AND status = 'started' AND call_id IN ({_marks(n)})"""
+
+
+@cache
+def _numbered(sql: str) -> str:
+    """``?`` placeholders as PostgreSQL's ``$1, $2...``."""
+    counter = iter(range(1, 1 << 16))
+    return re.sub(r"\?", lambda _: f"${next(counter)}", sql)
+
+
+# -- rows -----------------------------------------------------------------------------------------------------
+
+
+def _row(d: RunDispatch) -> tuple[Any, ...]:
+    return (
+        d.dispatch_id,
+        d.thread_id,
+        d.run_id,
+        dumps(d.request.to_json()),
+        *_mutable(d),
+    )
+
+
+def _mutable(d: RunDispatch) -> tuple[Any, ...]:
+    return (
+        d.priority,
+        d.dedupe_key,
+        d.dispatch_epoch,
+        d.status,
+        d.available_at,
+        d.attempt_count,
+        d.max_attempts,
+        d.last_error,
+        d.claim_token,
+        d.claimed_by,
+        d.lease_until,
+        d.dispatch_instance_id,
+        d.run_status,
+        dumps(d.termination.to_json()) if d.termination else None,
+        d.run_response,
+        d.run_error,
+        d.completed_at,
+        d.created_at,
+        d.updated_at,
+    )
+
+
+def _dispatch(r: Sequence[Any]) -> RunDispatch:
+    d = RunDispatch(
+        r[0],
+        r[1],
+        r[2],
+        DispatchRequest.from_json(loads(r[3])),
+        *r[4:17],
+        TerminationReason.from_json(loads(r[17])) if r[17] is not None else None,
+        *r[18:23],
+    )
+    d.validate()
+    return d
+
+
+def _effect_row(e: EffectRecord) -> tuple[Any, ...]:
+    result = dumps(e.result) if e.result is not None else None
+    return (
+        e.thread_id,
+        e.call_id,
+        e.run_id,
+        e.tool_name,
+        dumps(e.arguments),
+        e.status,
+        e.decision_id,
+        result,
+        e.started_at,
+        e.updated_at,
+    )
+
+
+def _effect(r: Sequence[Any]) -> EffectRecord:
+    return EffectRecord(
+        r[0], r[1], r[2], r[3], loads(r[4]), r[5], r[6], loads(r[7]) if r[7] is not None else None, r[8], r[9]
+    )
+
+
+class _SqlTable(MailboxTable):
+    __slots__ = ("_sql", "_tx")
+
+    def __init__(self, tx: Tx, dialect: Dialect) -> None:
+        self._tx = tx
+        self._sql = _numbered if dialect == "postgres" else str
+
+    async def _all(self, sql: str, *args: Any) -> list[Sequence[Any]]:
+        return await self._tx.fetchall(self._sql(sql), *args)
+
+    async def _one(self, sql: str, *args: Any) -> Sequence[Any] | None:
+        return await self._tx.fetchone(self._sql(sql), *args)
+
+    async def _run(self, sql: str, *args: Any) -> int:
+        return await self._tx.execute(self._sql(sql), *args)
+
+    async def lock_thread(self, thread_id: str) -> int:
+        row = await self._one(LOCK_THREAD, thread_id)
+        assert row is not None
+        return int(row[0])
+
+    async def epoch(self, thread_id: str) -> int:
+        row = await self._one(EPOCH, thread_id)
+        return int(row[0]) if row is not None else 0
+
+    async def set_epoch(self, thread_id: str, epoch: int) -> None:
+        await self._run(SET_EPOCH, epoch, thread_id)
+
+    async def get(self, dispatch_id: str) -> RunDispatch | None:
+        row = await self._one(GET, dispatch_id)
+        return _dispatch(row) if row is not None else None
+
+    async def insert(self, d: RunDispatch) -> None:
+        await self._run(INSERT, *_row(d))
+
+    async def update(self, d: RunDispatch) -> None:
+        await self._run(UPDATE, *_mutable(d), d.dispatch_id)
+
+    async def thread_rows(
+        self, thread_id: str, statuses: tuple[str, ...] | None, limit: int | None = None, offset: int = 0
+    ) -> list[RunDispatch]:
+        sql = thread_rows_sql(None if statuses is None else len(statuses))
+        rows = await self._all(sql, thread_id, *(statuses or ()), _FAR if limit is None else limit, offset)
+        return [_dispatch(r) for r in rows]
+
+    async def dedupe_taken(self, thread_id: str, key: str) -> bool:
+        return await self._one(DEDUPE, thread_id, key) is not None
+
+    async def expired(self, now: int, limit: int) -> list[RunDispatch]:
+        return [_dispatch(r) for r in await self._all(EXPIRED, now, limit)]
+
+    async def by_status(self, statuses: tuple[str, ...], limit: int, offset: int) -> list[RunDispatch]:
+        return [_dispatch(r) for r in await self._all(by_status_sql(len(statuses)), *statuses, limit, offset)]
+
+    async def counts(self) -> dict[str, int]:
+        return {r[0]: int(r[1]) for r in await self._all(COUNTS)}
+
+    async def queued_threads(self, now: int | None) -> list[str]:
+        return [r[0] for r in await self._all(QUEUED_THREADS, _FAR if now is None else now)]
+
+    async def queued_for_holder(self, consumer: str) -> list[RunDispatch]:
+        return [_dispatch(r) for r in await self._all(QUEUED_FOR_HOLDER, consumer)]
+
+    async def purge(self, older_than: int) -> int:
+        count = await self._run(PURGE, older_than)
+        await self._run(PURGE_EFFECTS, older_than)
+        return count
+
+    async def effect_put(self, e: EffectRecord) -> None:
+        await self._run(EFFECT_PUT, *_effect_row(e))
+
+    async def effect_finish(self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int) -> None:
+        await self._run(EFFECT_FINISH, dumps(result), now, thread_id, call_id)
+
+    async def effects_open(self, thread_id: str, call_ids: list[str]) -> list[EffectRecord]:
+        return [_effect(r) for r in await self._all(effects_open_sql(len(call_ids)), thread_id, *call_ids)]
+
+    async def effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None:
+        await self._run(effects_unknown_sql(len(call_ids)), now, thread_id, *call_ids)
+
+
+class SqlMailbox(MailboxBase):
+    """The mailbox of an SQLite or PostgreSQL store, in the store's own transactions."""
+
+    def __init__(self, store: SqlStore, dialect: Dialect) -> None:
+        self._store = store
+        self._dialect = dialect
+
+    async def _write(self, fn: Op[T]) -> T:
+        return await self._store._write(lambda tx: fn(_SqlTable(tx, self._dialect)))
+
+    async def _read(self, fn: Op[T]) -> T:
+        return await self._store._read(lambda tx: fn(_SqlTable(tx, self._dialect)))
