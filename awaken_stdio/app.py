@@ -11,28 +11,26 @@ through the mailbox, which is what makes a decision resume a run exactly once ac
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import anyio
 
-from awaken_stdio.config import STORE_ENV, LoadedConfig, build_runtime, load_config
-from awaken_stdio.contract.errors import ConfigError
-from awaken_stdio.contract.suspension import ToolCallResume
-from awaken_stdio.contract.tools import Tool
-from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
+from awaken_stdio.config import STORE_ENV, LoadedConfig, load_config
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
     from awaken_stdio.contract.stores import Store
+    from awaken_stdio.contract.suspension import ToolCallResume
     from awaken_stdio.mailbox.service import MailboxConfig, MailboxService
+    from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
+    from awaken_stdio.tools.mcp_client import McpServerStatus, McpToolsets
 
-__all__ = ["App", "Settings", "load_settings", "open_app", "tools_from_module"]
+__all__ = ["App", "Settings", "load_settings", "open_app"]
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +60,20 @@ class App:
     store: Store
     runtime: AgentRuntime
     mailbox: MailboxService
+    toolsets: McpToolsets | None = None  # the configured [mcp_servers], their tools kept in runtime.tools
+    tool_listeners: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    async def tools_changed(self) -> None:
+        """Called when a configured MCP server's tools change: tell every listener (the MCP server's list_changed)."""
+        for listener in list(self.tool_listeners):
+            await listener()
 
     async def decide(
-        self, run_id: str, decisions: list[tuple[str, ToolCallResume]], sink: EventSink | None = None
+        self,
+        run_id: str,
+        decisions: list[tuple[str, ToolCallResume]],
+        sink: EventSink | None = None,
+        context: RunActivation | None = None,
     ) -> AgentRunResult | None:
         """Deliver decisions for a waiting run, from any surface (ACP, MCP, CLI), exactly once.
 
@@ -73,7 +82,7 @@ class App:
         this process), that process continues it and this returns ``None``. Unknown or finished runs raise
         ``InvalidResume``; a target that is not one of the run's pending calls raises ``DecisionTargetNotFound``.
         """
-        return await self.mailbox.decide(run_id, decisions, sink)
+        return await self.mailbox.decide(run_id, decisions, sink, context)
 
     async def run(self, activation: RunActivation, sink: EventSink | None = None) -> AgentRunResult:
         """Run through the mailbox, holding the thread's claim: with ``wait_for_decisions`` a run that suspends
@@ -85,15 +94,6 @@ class App:
         return await self.mailbox.cancel(run_id)
 
 
-def tools_from_module(name: str) -> list[Tool]:
-    """Every ``Tool`` (``@tool`` functions included) defined at the top level of module ``name``."""
-    try:
-        module = importlib.import_module(name)
-    except ImportError as exc:
-        raise ConfigError(f"tools.modules: cannot import {name!r}: {exc}") from exc
-    return [value for value in vars(module).values() if isinstance(value, Tool)]
-
-
 @asynccontextmanager
 async def open_app(
     settings: Settings, *, serve: bool = True, mailbox: MailboxConfig | None = None
@@ -101,12 +101,19 @@ async def open_app(
     """Open the store, build the runtime with every configured tool and plugin, and run the mailbox service until
     exit (then the store closes). ``serve=False`` (the CLI) handles only this process's own dispatches and never
     picks up other processes' queued work."""
+    from awaken_stdio.config import build_runtime
     from awaken_stdio.mailbox.service import MailboxConfig, MailboxService
+    from awaken_stdio.runtime.observability import LogSink, ObservabilityPlugin, otel_from_env
     from awaken_stdio.runtime.permission import PermissionPlugin
     from awaken_stdio.stores import open_store
+    from awaken_stdio.tools.discovery import tools_from_entry_points, tools_from_module
 
     config = settings.loaded.config
-    async with open_store(settings.store_url) as store:
+    tracer_provider = otel_from_env()
+    async with AsyncExitStack() as stack:
+        if tracer_provider is not None:
+            stack.callback(tracer_provider.shutdown)  # flushes the spans
+        store = await stack.enter_async_context(open_store(settings.store_url))
         runtime = build_runtime(settings.loaded, store=store)
         if config.tools.builtin:
             from awaken_stdio.tools.builtin import builtin_tools
@@ -116,16 +123,55 @@ async def open_app(
         for module in config.tools.modules:
             for tool in tools_from_module(module):
                 runtime.add_tool(tool)
+        for tool in tools_from_entry_points():
+            runtime.add_tool(tool, replace=True)
         runtime.add_plugin(PermissionPlugin(store))
+        providers = {model_id: model.provider for model_id, model in config.models.items()}
+        runtime.add_plugin(ObservabilityPlugin(LogSink(), tracer_provider, providers=providers))
         service = MailboxService(runtime, replace(mailbox or MailboxConfig(), dispatch_queued=serve))
+        app = App(settings, store, runtime, service)
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             await tg.start(service.run)
             try:
-                yield App(settings, store, runtime, service)
+                async with AsyncExitStack() as servers:  # closed inside the task group: cancel scopes nest
+                    if config.mcp_servers:
+                        app.toolsets = await servers.enter_async_context(_configured_servers(app))
+                    yield app
             except Exception as exc:  # raised after the group: callers see it, not an ExceptionGroup around it
                 failure = exc
             finally:
                 tg.cancel_scope.cancel()
         if failure is not None:
             raise failure
+
+
+@asynccontextmanager
+async def _configured_servers(app: App) -> AsyncIterator[McpToolsets]:
+    """Connect ``[mcp_servers]`` (each under its own timeout) and keep their tools in ``app.runtime.tools``."""
+    from awaken_stdio.tools.mcp_client import configured_specs, open_mcp_toolsets
+
+    published: set[str] = set()
+
+    def sync() -> None:
+        names = {t.name for t in toolsets.tools()}
+        for gone in published - names:
+            app.runtime.remove_tool(gone)
+        for tool in toolsets.tools():
+            app.runtime.add_tool(tool, replace=True)
+        published.clear()
+        published.update(names)
+
+    async def on_change(status: McpServerStatus) -> None:
+        log.info("MCP server %s: %s%s", status.name, status.state, f" ({status.error})" if status.error else "")
+        sync()
+        await app.tools_changed()
+
+    async with open_mcp_toolsets(
+        configured_specs(app.settings.loaded.config.mcp_servers), on_change=on_change
+    ) as toolsets:
+        sync()
+        for status in toolsets.statuses():
+            if status.state != "ready":
+                log.warning("MCP server %s is not available: %s", status.name, status.error)
+        yield toolsets

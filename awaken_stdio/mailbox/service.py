@@ -122,6 +122,7 @@ class _Held:
     settled: bool = False  # nacked or dead-lettered: nothing to ack at the end
     lost: bool = False
     result: AgentRunResult | None = None  # of the last execution, recorded with the final ack
+    early: list[str] = field(default_factory=list)  # decisions recorded here before the run reached its wait
     send: Any = None
     receive: Any = None
 
@@ -248,9 +249,12 @@ class MailboxService:
         assert result is not None
         return result
 
-    async def decide(self, run_id: str, decisions: Decisions, sink: EventSink | None = None) -> AgentRunResult | None:
+    async def decide(
+        self, run_id: str, decisions: Decisions, sink: EventSink | None = None, context: RunActivation | None = None
+    ) -> AgentRunResult | None:
         """Record decisions for a waiting run, then resume it exactly once: here when nobody holds its thread (the
-        result is returned), else in the process that holds it (``None``)."""
+        result is returned), else in the process that holds it (``None``). ``context`` gives a resume here the
+        caller's working directory and services (an editor's file system and terminal)."""
         record = await self._waiting(run_id)
         targets = (
             {i for t in record.waiting.tickets for i in (t.ticket_id, t.tool_call_id)} if record.waiting else set()
@@ -258,7 +262,7 @@ class MailboxService:
         for target, _ in decisions:
             if target not in targets:
                 raise DecisionTargetNotFound(target)
-        return await self._control("decide", record, decisions, sink)
+        return await self._control("decide", record, decisions, sink, context)
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a run wherever it is: live here, held by another process, or waiting in the store."""
@@ -300,7 +304,12 @@ class MailboxService:
         return record
 
     async def _control(
-        self, kind: DispatchKind, record: RunRecord, decisions: Decisions, sink: EventSink | None
+        self,
+        kind: DispatchKind,
+        record: RunRecord,
+        decisions: Decisions,
+        sink: EventSink | None,
+        context: RunActivation | None = None,
     ) -> AgentRunResult | None:
         request = DispatchRequest(
             kind, record.agent_id, (), tuple(decisions), "internal", record.session_id, None, self.consumer
@@ -311,6 +320,8 @@ class MailboxService:
             row = await self.mailbox.enqueue(d)
             if held.waiting:
                 await self._take_over(held, row.dispatch_id)
+            else:  # the run is still finishing its step: take it over as soon as it waits, not at the next poll
+                held.early.append(row.dispatch_id)
             return None
         now = now_ms()
         row = await self.mailbox.enqueue_and_claim(d, self.consumer, self.config.lease_ms, now)
@@ -330,7 +341,7 @@ class MailboxService:
             # a run started straight on the runtime (not through the mailbox) waits here live and took them
             await self.mailbox.ack(row.dispatch_id, row.claim_token or "", now_ms())
             return None
-        return await self._work(row, sink, None)
+        return await self._work(row, sink, context)
 
     async def _take_over(self, held: _Held, dispatch_id: str) -> None:
         moved = await self.mailbox.transfer_claim(
@@ -364,6 +375,8 @@ class MailboxService:
                 await self._record(held, result, ack=False)  # the row shows the run waiting until taken over
                 lease = self.config.suspended_lease_ms
                 await self.mailbox.extend_lease(held.dispatch.dispatch_id, held.token, lease, now_ms())
+                if held.early:
+                    await self._take_over(held, held.early.pop(0))
                 try:
                     await held.receive.receive()
                 except (anyio.EndOfStream, anyio.ClosedResourceError):
@@ -441,7 +454,10 @@ class MailboxService:
             await self._cancel_here(d.run_id)
             return None
         if req.kind == "decide":
-            return await self.runtime.resume(d.run_id, list(req.decisions), sink)
+            extras: dict[str, Any] = {}
+            if activation is not None:  # the deciding surface's context (cwd, editor services)
+                extras = {"services": activation.services, **({"cwd": activation.cwd} if activation.cwd else {})}
+            return await self.runtime.resume(d.run_id, list(req.decisions), sink, **extras)
         if activation is None:
             record = await self.runtime.store.load_run(d.run_id)
             if record is not None and record.status in ("waiting", "done"):

@@ -13,7 +13,7 @@ from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import DisplayStatus, WaitingTicket
 from awaken_stdio.contract.suspension import ToolCallResume
-from awaken_stdio.contract.tools import ToolDescriptor
+from awaken_stdio.contract.tools import Tool, ToolDescriptor
 
 __all__ = ["AgentRunResult", "EventSink", "RunActivation"]
 
@@ -41,6 +41,7 @@ class RunActivation:
     cwd: str | None = None
     services: dict[str, Any] = field(default_factory=dict)
     frontend_tools: list[ToolDescriptor] = field(default_factory=list)
+    tools: list[Tool] = field(default_factory=list)  # offered for this run only (e.g. an ACP session's MCP servers)
     overrides: dict[str, Any] = field(default_factory=dict)
     wait_for_decisions: bool = False
 

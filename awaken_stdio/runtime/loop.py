@@ -131,6 +131,8 @@ class AgentLoop:
         self.started = time.monotonic()
         self.partial_text: list[str] = []
         self._input_appended = False
+        # the activation's own tools (an ACP session's MCP servers); the agent's registered tools win a clash
+        self.extra_tools = {t.name: t for t in activation.tools if t.name not in agent.tools}
         self._reasked = False  # a call a dead process left running was offered for approval again
         self.ledger: MailboxStore | None = store.mailbox if store is not None else None
         self.partial_id: str | None = None
@@ -223,7 +225,12 @@ class AgentLoop:
             with anyio.CancelScope(shield=True):
                 await self._finish(TerminationReason.cancelled())
             raise
-        if self.cancel_scope.cancelled_caught or (termination is None and error is None):
+        cancelled_while_suspending = (
+            self.cancel.cancelled and termination is not None and termination.type == "suspended"
+        )
+        if self.cancel_scope.cancelled_caught or cancelled_while_suspending or (termination is None and error is None):
+            # a cancel that lands while the run reports its suspension (e.g. from the sink) meets no await
+            # afterwards: the run must still end cancelled, not wait for a decision nobody will give
             termination = TerminationReason.cancelled()
         with anyio.CancelScope(shield=True):
             if error is not None:
@@ -470,10 +477,10 @@ class AgentLoop:
         agent = self.agent
         messages = _paired(self.messages)
         tools = agent.tool_json
-        if self.activation.frontend_tools:
+        extra = [t.descriptor for t in self.extra_tools.values()] + list(self.activation.frontend_tools)
+        if extra:
             tools = tools + [
-                {"name": d.name, "description": d.description, "input_schema": d.parameters}
-                for d in self.activation.frontend_tools
+                {"name": d.name, "description": d.description, "input_schema": d.parameters} for d in extra
             ]
         request = InferenceRequest(
             agent.model_name,
@@ -484,7 +491,7 @@ class AgentLoop:
         )
         if agent.registrar.transforms:
             offered = {n: t.descriptor for n, t in agent.tools.items()}
-            offered.update((d.name, d) for d in self.activation.frontend_tools)
+            offered.update((d.name, d) for d in extra)
             ctx = self.ctx(Phase.BEFORE_INFERENCE, offered_tools=offered)()
             for _, transform in agent.registrar.transforms:
                 request = transform(request, ctx)
@@ -535,7 +542,7 @@ class AgentLoop:
     # -- tools --------------------------------------------------------------------------------------------------
 
     def _tool(self, name: str) -> Tool | None:
-        tool = self.agent.tools.get(name)
+        tool = self.agent.tools.get(name) or self.extra_tools.get(name)
         if tool is None and self.activation.frontend_tools:
             from awaken_stdio.runtime.frontend import FrontEndTool
 
@@ -711,7 +718,9 @@ class AgentLoop:
         cmd = StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state))
         await self.commit(cmd.extend(outcome.command))
         message = Message.tool(call.id, result.text_for_model())
-        self.messages.append(replace(message, run_id=self.run_id))
+        # the final status travels with the durable message, so a replay (ACP session/load) shows failures
+        metadata = {"status": "failed"} if result.is_error else None
+        self.messages.append(replace(message, run_id=self.run_id, metadata=metadata))
         if resumed:
             await self.emit(ToolCallResumed(call.id, _resumed_payload(result), status))
         else:
@@ -956,6 +965,9 @@ class AgentLoop:
             self.record.error = message
             self.record.waiting = None
             await self.checkpoint()
+            make = self.ctx(Phase.RUN_END)
+            for plugin in self.agent.plugins:
+                await plugin.on_run_failed(make(), error)
         except Exception:
             log.exception("could not record the failure of run %s", self.run_id)
 

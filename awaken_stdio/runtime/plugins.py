@@ -202,6 +202,9 @@ class Plugin:
         remembers "always" answers here.
         """
 
+    async def on_run_failed(self, ctx: PhaseContext, error: BaseException) -> None:
+        """The run ended on an infrastructure failure (a provider or store error): no ``run_end`` phase follows."""
+
     def config_schema(self) -> dict[str, Any] | None:
         """JSON Schema of this plugin's section in an agent definition (``AgentSpec.sections[name]``)."""
         return None

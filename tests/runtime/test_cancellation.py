@@ -20,6 +20,7 @@ from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.runtime.executors import INTERRUPTED
 from tests.runtime.helpers import (
+    AskPermission,
     FnTool,
     Recorder,
     RequestLog,
@@ -201,3 +202,18 @@ async def test_cancel_and_wait_returns_once_the_run_has_ended() -> None:
     assert not await runtime.cancel("t")
     assert not await runtime.cancel_and_wait("t")
     assert not await runtime.cancel("no-such-run")
+
+
+async def test_a_cancel_from_the_sink_while_the_run_reports_its_suspension_cancels_it() -> None:
+    runtime = make_runtime([turn("", call("guarded", id="c1")), turn("done")], tools=[FnTool("guarded")])
+    runtime.add_plugin(AskPermission())
+
+    async def sink(event: object) -> None:
+        if isinstance(event, RunFinish) and event.termination.type == "suspended":
+            await runtime.cancel("t")  # e.g. the editor's answer was "cancelled"
+
+    result = await runtime.run(RunActivation([Message.user("go")], thread_id="t"), sink)
+
+    assert result.termination == TerminationReason.cancelled()
+    record = await runtime.store.load_run(result.run_id)
+    assert record is not None and record.display_status == "cancelled"

@@ -25,6 +25,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from awaken_stdio.app import Settings, load_settings
+from awaken_stdio.contract.errors import InvalidResume
 from awaken_stdio.contract.events import AgentEvent, RunFinish, ToolCallDone
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.stores import SessionRecord
@@ -61,7 +62,9 @@ from awaken_stdio.protocols.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonR
 
 if TYPE_CHECKING:
     from awaken_stdio.app import App
+    from awaken_stdio.contract.messages import Message
     from awaken_stdio.contract.tools import ToolDescriptor
+    from awaken_stdio.runtime.activation import RunActivation
 
 __all__ = ["AUTH_REQUIRED", "RESOURCE_NOT_FOUND", "AcpServer", "serve"]
 
@@ -371,8 +374,7 @@ class AcpServer:
                 pass
         if session.mcp_scope is not None:
             session.mcp_scope.cancel()
-            for name in session.mcp_tools:
-                app.runtime.remove_tool(name)
+            session.mcp_tools = []
 
     async def close_session(self, params: Any) -> dict[str, Any]:
         p = SessionIdParams.model_validate(params)
@@ -443,8 +445,7 @@ class AcpServer:
     async def _connect_mcp(self, app: App, session: Session, entries: list[dict[str, Any]]) -> None:
         """Connect the session's MCP servers concurrently, each bounded; a failure is reported, never fatal.
 
-        Their tools are added to the runtime (shared by this process's sessions: the runtime has no per-run
-        tool set yet) and removed when the session closes.
+        Their tools are offered to this session's runs only (``RunActivation.tools``).
         """
         from awaken_stdio.contract.errors import ConfigError
         from awaken_stdio.tools.mcp_client import McpServerSpec, McpToolsets
@@ -455,11 +456,7 @@ class AcpServer:
             raise JsonRpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
 
         async def publish(_: object = None) -> None:
-            for name in session.mcp_tools:
-                app.runtime.remove_tool(name)
-            session.mcp_tools = [tool.name for tool in toolsets.tools()]
-            for tool in toolsets.tools():
-                app.runtime.add_tool(tool, replace=True)
+            session.mcp_tools = list(toolsets.tools())
             session.mcp_status = [s.to_json() for s in toolsets.statuses()]
 
         toolsets = McpToolsets(specs, on_change=publish)
@@ -536,20 +533,13 @@ class AcpServer:
             await self._command(app, session, *command)
             return "end_turn"
         from awaken_stdio.contract.messages import Message
-        from awaken_stdio.runtime.activation import RunActivation
 
-        activation = RunActivation(
-            [Message.user(blocks)],
-            thread_id=session.record.thread_id,
-            agent_id=session.agent_id,
-            session_id=session.id,
-            origin="acp",
-            cwd=session.record.cwd,
-            services=self._services(session),
-            wait_for_decisions=True,
-        )
+        turn.run_id = new_id()
+        activation = self._context(session, [Message.user(blocks)], run_id=turn.run_id)
         try:
-            result = await app.runtime.run(activation, self._sink(app, session, turn))
+            # through the mailbox: the run holds its thread's claim, so a decision from any surface of any
+            # process (the CLI, an MCP client) resumes it here, exactly once
+            result = await app.run(activation, self._sink(app, session, turn))
         except Exception as exc:
             if turn.cancelled:
                 return "cancelled"
@@ -578,7 +568,7 @@ class AcpServer:
                 if decisions is None:
                     await self._cancel_turn(app, session, turn)
                     return
-                await runtime.send_decisions(event.thread_id, decisions)
+                await app.decide(event.run_id, decisions)  # recorded first; this process's held run takes it
 
         return sink
 
@@ -625,7 +615,7 @@ class AcpServer:
                 turn.cancelled = True
                 return
             try:
-                await app.decide(run.run_id, decisions, self._sink(app, session, turn))
+                await app.decide(run.run_id, decisions, self._sink(app, session, turn), self._context(session, []))
             except Exception as exc:
                 if turn.cancelled:
                     return
@@ -636,7 +626,28 @@ class AcpServer:
     async def _cancel_turn(self, app: App, session: Session, turn: Turn) -> None:
         turn.cancelled = True
         turn.scope.cancel()
-        await app.runtime.cancel(session.record.thread_id)
+        if not await app.runtime.cancel(session.record.thread_id) and turn.run_id is not None:
+            try:  # not running here right now: it waits for a decision, held by the mailbox
+                await app.cancel(turn.run_id)
+            except InvalidResume:
+                pass  # it never started, or already finished
+
+    def _context(self, session: Session, messages: list[Message], **fields: Any) -> RunActivation:
+        """An activation carrying the session's agent, working directory, editor services and MCP tools."""
+        from awaken_stdio.runtime.activation import RunActivation
+
+        return RunActivation(
+            messages,
+            thread_id=session.record.thread_id,
+            agent_id=session.agent_id,
+            session_id=session.id,
+            origin="acp",
+            cwd=session.record.cwd,
+            services=self._services(session),
+            tools=list(session.mcp_tools),
+            wait_for_decisions=True,
+            **fields,
+        )
 
     async def cancel(self, params: Any) -> None:
         p = SessionIdParams.model_validate(params)

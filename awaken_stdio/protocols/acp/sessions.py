@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from awaken_stdio.contract.stores import SessionRecord
 from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
+
+if TYPE_CHECKING:
+    from awaken_stdio.contract.tools import Tool
 
 __all__ = [
     "MODES",
@@ -44,6 +47,7 @@ class Turn:
 
     cancelled: bool = False
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    run_id: str | None = None  # the run this prompt started (through the mailbox), for cancelling it anywhere
 
 
 @dataclass(slots=True, eq=False)
@@ -57,7 +61,7 @@ class Session:
     show_thoughts: bool = True
     mcp_scope: anyio.CancelScope | None = None
     mcp_status: list[dict[str, Any]] = field(default_factory=list)
-    mcp_tools: list[str] = field(default_factory=list)  # the names its MCP servers added to the runtime
+    mcp_tools: list[Tool] = field(default_factory=list)  # its MCP servers' tools, offered to its runs only
 
     @property
     def id(self) -> str:

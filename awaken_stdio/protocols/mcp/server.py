@@ -57,7 +57,6 @@ if TYPE_CHECKING:
     from awaken_stdio.app import App, Settings
     from awaken_stdio.protocols.mcp.calls import CallRunner
     from awaken_stdio.protocols.mcp.catalog import Catalog
-    from awaken_stdio.tools.mcp_client import McpServerStatus, McpToolsets
 
 __all__ = ["McpServer", "serve"]
 
@@ -102,8 +101,6 @@ class McpServer:
         self._app: App | None = None
         self._runner: CallRunner | None = None
         self._catalog: Catalog | None = None
-        self._toolsets: McpToolsets | None = None
-        self._server_tools: set[str] = set()
         self._calls: dict[Any, ToolCall] = {}
         self._listeners: dict[Any, MemoryObjectSendStream[None]] = {}
         self._register()
@@ -128,7 +125,6 @@ class McpServer:
         from awaken_stdio.app import open_app
         from awaken_stdio.protocols.mcp.approvals import StateSeal, load_seal_key
         from awaken_stdio.protocols.mcp.calls import CallRunner
-        from awaken_stdio.tools.mcp_client import configured_specs, open_mcp_toolsets
 
         try:
             async with open_app(self.settings) as app:
@@ -138,14 +134,8 @@ class McpServer:
                 config = self.settings.loaded.config
                 self._app = app
                 self._runner = CallRunner(app, seal, self.peer, permission=config.mcp.permission)
-                specs = configured_specs(config.mcp_servers)
-                if specs:
-                    async with open_mcp_toolsets(specs, on_change=self._on_toolsets_change) as toolsets:
-                        self._toolsets = toolsets
-                        self._sync_server_tools()
-                        await self._serve_app()
-                else:
-                    await self._serve_app()
+                app.tool_listeners.append(self._on_app_tools_changed)
+                await self._serve_app()
         except Exception as exc:
             log.exception("could not open the app")
             self._app_error = f"awaken-stdio could not start: {exc}"
@@ -177,20 +167,7 @@ class McpServer:
         self._catalog = catalog
         return changed
 
-    def _sync_server_tools(self) -> None:
-        assert self._app is not None and self._toolsets is not None
-        runtime = self._app.runtime
-        tools = self._toolsets.tools()
-        names = {t.name for t in tools}
-        for gone in self._server_tools - names:
-            runtime.remove_tool(gone)
-        for tool in tools:
-            runtime.add_tool(tool, replace=True)
-        self._server_tools = names
-
-    async def _on_toolsets_change(self, status: McpServerStatus) -> None:
-        log.info("MCP server %s: %s", status.name, status.state)
-        self._sync_server_tools()
+    async def _on_app_tools_changed(self) -> None:
         if self._ready.is_set() and self._rebuild_catalog():
             await self.tools_changed()
 
