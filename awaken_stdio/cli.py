@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -99,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = tools.add_parser("list", help="list registered tools", parents=[common])
     p.add_argument("--json", action="store_true", help="print a JSON array")
 
+    sub.add_parser("doctor", help="check the config, the store, each model and each MCP server", parents=[common])
     config = sub.add_parser("config", help="the configuration file format", parents=[common]).add_subparsers(
         dest="action", metavar="ACTION", required=True
     )
@@ -118,11 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "cwd", None):
         args.cwd = os.path.abspath(args.cwd)
-    _setup_logging(args.log_level or os.environ.get(LOG_ENV) or "warning", args.log_file)
     handler = _COMMANDS[(args.command, getattr(args, "action", None))]
     from awaken_stdio.contract.errors import AwakenError
+    from awaken_stdio.logs import setup_logging
 
     try:
+        setup_logging(args.log_level or os.environ.get(LOG_ENV) or "warning", args.log_file)
         return handler(args)
     except AwakenError as exc:
         _fail(str(exc))
@@ -133,18 +134,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _fail(message: str) -> None:
     print(f"{PROG}: error: {message.splitlines()[0] if message else 'failed'}", file=sys.stderr)
-
-
-def _setup_logging(level: str, log_file: str | None) -> None:
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    if log_file:
-        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.WARNING),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=handlers,
-        force=True,
-    )
 
 
 # -- helpers ------------------------------------------------------------------------------------------------------
@@ -394,11 +383,18 @@ async def _runs_cancel(args: argparse.Namespace, app: App) -> int:
 
 
 def _tools_list(args: argparse.Namespace) -> int:
-    from awaken_stdio.config import build_runtime
-    from awaken_stdio.stores.memory import MemoryStore
+    """Every tool an agent can be given: built-ins, ``@tool`` modules, entry points, configured MCP servers."""
+    import anyio
 
-    runtime = build_runtime(_load(args), store=MemoryStore())
-    descriptors = sorted((t.descriptor for t in runtime.tools.values()), key=lambda d: d.name)
+    from awaken_stdio.app import load_settings, open_app
+
+    settings = load_settings(args.config, "memory://")
+
+    async def collect() -> list[Any]:
+        async with open_app(settings, serve=False) as app:
+            return sorted((t.descriptor for t in app.runtime.tools.values()), key=lambda d: d.name)
+
+    descriptors = anyio.run(collect)
     if args.json:
         _print_json(
             [
@@ -407,11 +403,22 @@ def _tools_list(args: argparse.Namespace) -> int:
             ]
         )
         return 0
-    _table(
-        [[d.name, d.kind, d.description.splitlines()[0] if d.description else ""] for d in descriptors],
-        ["TOOL", "KIND", "DESCRIPTION"],
-    )
+    rows = [[d.name, d.kind, d.description.splitlines()[0] if d.description else ""] for d in descriptors]
+    _table(rows, ["TOOL", "KIND", "DESCRIPTION"])
     return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """One line per check (config, store, each model, each MCP server); exit 1 when one fails."""
+    import anyio
+
+    from awaken_stdio.doctor import run_checks
+
+    ok = True
+    for check in anyio.run(run_checks, args.config, args.store):
+        print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
+        ok = ok and check.ok
+    return 0 if ok else 1
 
 
 def _config_schema(args: argparse.Namespace) -> int:
@@ -459,6 +466,7 @@ _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     ("sessions", "show"): _sessions_show,
     ("sessions", "delete"): _sessions_delete,
     ("tools", "list"): _tools_list,
+    ("doctor", None): _doctor,
     ("config", "schema"): _config_schema,
     ("config", "example"): _config_example,
 }

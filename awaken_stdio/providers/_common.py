@@ -430,6 +430,26 @@ class SdkExecutor(LlmExecutor):
         ):
             yield chunk
 
+    async def check(self, timeout_s: float = 5.0) -> str:
+        """Ask the endpoint about the configured model (``doctor``): its key is set and the model is served.
+
+        Raises ``ProviderError`` with the same actionable message a run would get.
+        """
+        client, errors = self._connect()
+        try:
+            with anyio.fail_after(timeout_s):
+                await client.models.retrieve(self.model)
+        except TimeoutError:
+            raise ProviderError(
+                "timeout", f"{self.provider} at {client.base_url} did not answer in {timeout_s:g} s"
+            ) from None
+        except Exception as exc:
+            mapped = errors(exc, False)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        return f"{self.provider} {self.model} at {str(client.base_url).rstrip('/')}"
+
     async def aclose(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None

@@ -14,6 +14,7 @@ class BaseStore:
     """``async with store:`` closes it on exit; any call after ``aclose()`` raises ``StoreUnavailable``."""
 
     url: str
+    schema_version: int | None = None  # the database's schema version (SQL backends), for ``doctor``
     _closed: bool = False
 
     async def __aenter__(self) -> Self:

@@ -223,7 +223,7 @@ MIGRATIONS: list[Migration] = [
 
 
 async def migrate(tx: Tx, q: Queries, dialect: Dialect, location: str) -> int:
-    """Bring the database in ``tx`` to the newest known version; return the version it was at.
+    """Bring the database in ``tx`` to the newest known version, and return it.
 
     Reads ``MIGRATIONS`` at call time (tests append a step to exercise an upgrade).
     """
@@ -253,4 +253,4 @@ async def migrate(tx: Tx, q: Queries, dialect: Dialect, location: str) -> int:
         for statement in step.statements(dialect):
             await tx.execute(statement)
         await tx.execute(q.meta_set, "schema_version", str(step.version))
-    return found
+    return max(found, MIGRATIONS[-1].version if MIGRATIONS else 0)

@@ -186,7 +186,7 @@ class PostgresStore(SqlStore):
                 await tx.fetchone(MIGRATION_LOCK)
                 return await migrate(tx, QUERIES, "postgres", where)
 
-            await store._write(migrate_locked)
+            store.schema_version = await store._write(migrate_locked)
         except BaseException:
             await store.aclose()
             raise

@@ -235,7 +235,7 @@ class SqliteStore(SqlStore):
             except sqlite3.Error as exc:
                 raise _translate(exc, path) from exc
             store = cls(url, path, *connections)
-            await store._write(lambda tx: migrate(tx, QUERIES, "sqlite", path))
+            store.schema_version = await store._write(lambda tx: migrate(tx, QUERIES, "sqlite", path))
         except BaseException:
             with anyio.CancelScope(shield=True):
                 for db in connections:
