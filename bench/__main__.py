@@ -37,9 +37,16 @@ def _fmt(value: Any) -> str:
 async def _main(selected: list[str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name in _modules(selected):
-        module = importlib.import_module(f"bench.{name}")
         started = time.perf_counter()
-        got = await module.run()
+        try:
+            module = importlib.import_module(f"bench.{name}")
+            got = await module.run()
+        except Exception as exc:  # one broken benchmark must not hide the others' figures
+            print(f"# {name}: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
+            rows.append(
+                {"module": name, "benchmark": name, "metric": "FAILED", "value": 0, "unit": "", "note": str(exc)[:200]}
+            )
+            continue
         for row in got:
             row.setdefault("module", name)
             if row.get("baseline"):
@@ -49,7 +56,7 @@ async def _main(selected: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> None:
+def main() -> int:
     rows = anyio.run(_main, sys.argv[1:])
     header = ["benchmark", "metric", "value", "unit", "baseline", "ratio", "note"]
     table = [[_fmt(r.get(h, "")) for h in header] for r in rows]
@@ -61,7 +68,8 @@ def main() -> None:
     meta = {"python": sys.version.split()[0], "machine": platform.machine(), "time": time.time()}
     (out / "latest.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     print(f"# wrote {out / 'latest.json'}", file=sys.stderr)
+    return 1 if any(r["metric"] == "FAILED" for r in rows) else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
