@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from awaken_stdio.app import App
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store
 
 __all__ = ["main"]
+
+T = TypeVar("T")
 
 PROG = "awaken-stdio"
 LOG_ENV = "AWAKEN_STDIO_LOG_LEVEL"
@@ -169,6 +171,19 @@ def _with_store(fn: Callable[[argparse.Namespace, Store], Awaitable[int]]) -> Ca
     return run
 
 
+def _found(record: T | None, what: str) -> T:
+    """``record``, or ``NotFound(what)`` when the store has none."""
+    from awaken_stdio.contract.errors import NotFound
+
+    if record is None:
+        raise NotFound(what)
+    return record
+
+
+def _print_field(key: str, value: object) -> None:
+    print(f"{key:<11} {value if value is not None else '-'}")
+
+
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -247,22 +262,18 @@ async def _runs_list(args: argparse.Namespace, store: Store) -> int:
 
 @_with_store
 async def _runs_show(args: argparse.Namespace, store: Store) -> int:
-    from awaken_stdio.contract.errors import NotFound
-
-    run = await store.load_run(args.id)
-    if run is None:
-        raise NotFound(f"run {args.id}")
+    run = _found(await store.load_run(args.id), f"run {args.id}")
     if args.json:
         _print_json({**run_json(run), "steps": run.steps, "usage": run.usage.to_json(), "response": run.response})
         return 0
     data = run_json(run)
     for key in ("run_id", "thread_id", "session_id", "agent_id", "status", "created_at", "updated_at"):
-        print(f"{key:<11} {data[key] if data[key] is not None else '-'}")
-    print(f"{'steps':<11} {run.steps}")
+        _print_field(key, data[key])
+    _print_field("steps", run.steps)
     if run.response:
-        print(f"{'response':<11} {run.response}")
+        _print_field("response", run.response)
     if run.error:
-        print(f"{'error':<11} {run.error}")
+        _print_field("error", run.error)
     for p in data["pending"]:
         args_text = json.dumps(p["arguments"], ensure_ascii=False)
         print(f"pending     {p['tool_call_id']}  {p['tool']} {args_text}  ({p['reason']})")
@@ -284,13 +295,9 @@ async def _sessions_list(args: argparse.Namespace, store: Store) -> int:
 
 @_with_store
 async def _sessions_show(args: argparse.Namespace, store: Store) -> int:
-    from awaken_stdio.contract.errors import NotFound
-
-    session = await store.load_session(args.id)
-    if session is None:
-        raise NotFound(f"session {args.id}")
+    session = _found(await store.load_session(args.id), f"session {args.id}")
     for key, value in session_json(session).items():
-        print(f"{key:<11} {value if value is not None else '-'}")
+        _print_field(key, value)
     for message in await store.load_messages(session.thread_id):
         if message.internal or message.role == "system":
             continue
@@ -303,11 +310,7 @@ async def _sessions_show(args: argparse.Namespace, store: Store) -> int:
 
 @_with_store
 async def _sessions_delete(args: argparse.Namespace, store: Store) -> int:
-    from awaken_stdio.contract.errors import NotFound
-
-    session = await store.load_session(args.id)
-    if session is None:
-        raise NotFound(f"session {args.id}")
+    session = _found(await store.load_session(args.id), f"session {args.id}")
     await store.delete_session(args.id)
     await store.delete_thread(session.thread_id)
     print(f"deleted session {args.id}", file=sys.stderr)

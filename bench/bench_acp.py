@@ -20,6 +20,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from bench._process import close_process
+
 STARTS = 10
 SESSIONS = 50
 PROMPTS = 100
@@ -108,23 +110,13 @@ async def _spawn(command: list[str], cwd: Path) -> anyio.abc.Process:
     return await anyio.open_process(command, cwd=cwd, env=env, stderr=None)
 
 
-async def _close(process: anyio.abc.Process) -> None:
-    assert process.stdin is not None
-    await process.stdin.aclose()
-    with anyio.move_on_after(5):
-        await process.wait()
-    if process.returncode is None:
-        process.kill()
-    await process.aclose()
-
-
 async def _start_ms(command: list[str], cwd: Path) -> float:
     started = time.perf_counter()
     process = await _spawn(command, cwd)
     client = Client(process)
     await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     elapsed = (time.perf_counter() - started) * 1000
-    await _close(process)
+    await close_process(process)
     return elapsed
 
 
@@ -174,7 +166,7 @@ async def run() -> list[dict[str, Any]]:
         text_ms = await _median_ms(PROMPTS, lambda: client.request("session/prompt", prompt))
         rows.append({"benchmark": "acp prompt", "metric": "text turn overhead (median, zero-delay model, SQLite)",
                      "value": text_ms, "unit": "ms"})  # fmt: skip
-        await _close(process)
+        await close_process(process)
 
         tool_turns: list[dict[str, Any]] = []
         for i in range(PROMPTS):
@@ -189,7 +181,7 @@ async def run() -> list[dict[str, Any]]:
         tool_ms = await _median_ms(PROMPTS, lambda: client.request("session/prompt", prompt))
         rows.append({"benchmark": "acp prompt", "metric": "tool turn + permission round trip (median, SQLite)",
                      "value": tool_ms, "unit": "ms", "note": "two model calls, one write_file"})  # fmt: skip
-        await _close(process)
+        await close_process(process)
 
         config = _config(d, [{"text": "x" * STREAM_CHARS, "chunk_chars": 1}])
         process = await _spawn(_agent(d, config, "stream"), work)
@@ -202,7 +194,7 @@ async def run() -> list[dict[str, Any]]:
         rate = client.updates / (time.perf_counter() - started)
         rows.append({"benchmark": "acp stream", "metric": "session/update notifications per second",
                      "value": rate, "unit": "1/s", "note": f"{client.updates} agent_message_chunk"})  # fmt: skip
-        await _close(process)
+        await close_process(process)
 
         config = _config(d, [{"text": "ok"}])
         process = await _spawn(_agent(d, config, "idle"), work)
@@ -218,7 +210,7 @@ async def run() -> list[dict[str, Any]]:
         per = (client.rss_kb() - idle) / (IDLE_SESSIONS - 1)
         rows.append({"benchmark": "acp memory", "metric": f"RSS per idle session ({IDLE_SESSIONS} open)",
                      "value": per, "unit": "KB"})  # fmt: skip
-        await _close(process)
+        await close_process(process)
     return rows
 
 

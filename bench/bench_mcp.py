@@ -18,6 +18,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from bench._process import close_process
+
 HERE = Path(__file__).parent
 ROUND_TRIPS = 500
 AGENT_CALLS = 50
@@ -82,12 +84,7 @@ async def _measure(command: list[str], env: dict[str, str] | None, agent: bool) 
             per_call = (time.perf_counter() - begin) / AGENT_CALLS
             out["agent_overhead_ms"] = (per_call - 1 / out["calls_per_s"]) * 1000
     finally:
-        assert process.stdin is not None
-        await process.stdin.aclose()
-        with anyio.move_on_after(5):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
+        await close_process(process)
     return out
 
 

@@ -376,11 +376,15 @@ class SdkExecutor(LlmExecutor):
 
     The client is made on the first call, not at construction, so a config whose key is missing still loads (MCP
     serves its tools, ``doctor`` reports it) and the error names the variable to set. The executor serves its
-    configured model; ``request.model`` is used only when none was configured.
+    configured model; ``request.model`` is used only when none was configured. A provider names its SDK in the class
+    attributes below and implements ``_attempt``.
     """
 
     provider: ClassVar[str]
     default_key_env: ClassVar[str]
+    sdk: ClassVar[Any]  # the SDK module: its client class and its exception classes
+    client_class: ClassVar[Callable[..., Any]]  # the SDK's async client
+    transport_error: ClassVar[type[Exception]]  # httpx2's, which a stream read can raise unwrapped
 
     def __init__(
         self,
@@ -468,11 +472,22 @@ class SdkExecutor(LlmExecutor):
             self._errors = self._make_errors(key, str(self._client.base_url).rstrip("/"))
         return self._client, self._errors
 
-    @abstractmethod
-    def _make_client(self, key: str) -> Any: ...
+    def _make_client(self, key: str) -> Any:
+        return self.client_class(api_key=key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0)
 
-    @abstractmethod
-    def _make_errors(self, key: str, base_url: str) -> ErrorMapper: ...
+    def _make_errors(self, key: str, base_url: str) -> ErrorMapper:
+        return ErrorMapper(
+            self.provider,
+            self.model,
+            base_url,
+            self.key_env,
+            key,
+            status_error=self.sdk.APIStatusError,
+            api_error=self.sdk.APIError,
+            connection_error=self.sdk.APIConnectionError,
+            timeout_error=self.sdk.APITimeoutError,
+            transport_error=self.transport_error,
+        )
 
     @abstractmethod
     def _attempt(

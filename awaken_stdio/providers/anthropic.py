@@ -28,7 +28,7 @@ from awaken_stdio.contract.inference import (
     UsageChunk,
 )
 from awaken_stdio.contract.messages import Message, TextBlock
-from awaken_stdio.providers._common import ErrorMapper, SdkExecutor, close_stream, content_parts, install_hint
+from awaken_stdio.providers._common import SdkExecutor, close_stream, content_parts, install_hint
 
 try:
     import anthropic
@@ -65,23 +65,9 @@ class AnthropicModel(SdkExecutor):
 
     provider = "anthropic"
     default_key_env = "ANTHROPIC_API_KEY"
-
-    def _make_client(self, key: str) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(api_key=key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0)
-
-    def _make_errors(self, key: str, base_url: str) -> ErrorMapper:
-        return ErrorMapper(
-            "anthropic",
-            self.model,
-            base_url,
-            self.key_env,
-            key,
-            status_error=anthropic.APIStatusError,
-            api_error=anthropic.APIError,
-            connection_error=anthropic.APIConnectionError,
-            timeout_error=anthropic.APITimeoutError,
-            transport_error=httpx2.TransportError,
-        )
+    sdk = anthropic
+    client_class = anthropic.AsyncAnthropic
+    transport_error = httpx2.TransportError
 
     async def _attempt(
         self, client: anthropic.AsyncAnthropic, model: str, request: InferenceRequest, caps: ModelCapabilities

@@ -29,7 +29,6 @@ from awaken_stdio.contract.inference import (
 )
 from awaken_stdio.contract.messages import ImageBlock, Message, TextBlock, text_of
 from awaken_stdio.providers._common import (
-    ErrorMapper,
     SdkExecutor,
     close_stream,
     content_parts,
@@ -63,6 +62,9 @@ class OpenAIModel(SdkExecutor):
 
     provider = "openai"
     default_key_env = "OPENAI_API_KEY"
+    sdk = openai
+    client_class = openai.AsyncOpenAI
+    transport_error = httpx2.TransportError
 
     def __init__(self, model: str = "", *, api: Literal["chat", "responses"] = "chat", **kwargs: Any) -> None:
         super().__init__(model, **kwargs)
@@ -73,23 +75,6 @@ class OpenAIModel(SdkExecutor):
         executor = super().from_options(model, options)
         executor.api = options.get("api", "chat")
         return executor
-
-    def _make_client(self, key: str) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0)
-
-    def _make_errors(self, key: str, base_url: str) -> ErrorMapper:
-        return ErrorMapper(
-            "openai",
-            self.model,
-            base_url,
-            self.key_env,
-            key,
-            status_error=openai.APIStatusError,
-            api_error=openai.APIError,
-            connection_error=openai.APIConnectionError,
-            timeout_error=openai.APITimeoutError,
-            transport_error=httpx2.TransportError,
-        )
 
     def _attempt(
         self, client: openai.AsyncOpenAI, model: str, request: InferenceRequest, caps: ModelCapabilities

@@ -383,12 +383,9 @@ class ObservabilityPlugin(Plugin):
             span = run.span
             span.set_attribute("awaken.run.status", status)
             _set_usage(span, run.usage)
-            if error_type is not None:
-                span.set_attribute("error.type", error_type)
-                span.set_status(self._api.Status(self._api.StatusCode.ERROR, message or None))
-            span.end()
+            self._end_span(span, error_type, message)
         if self.sink is not None:
-            duration = (time.perf_counter() - run.started) * 1000
+            duration = _elapsed_ms(run.started)
             self.sink.on_run_end(
                 AgentMetrics(
                     run_id,
@@ -474,12 +471,9 @@ class ObservabilityPlugin(Plugin):
                 _set_usage(span, usage)
             if reasons:
                 span.set_attribute("gen_ai.response.finish_reasons", reasons)
-            if error_type is not None:
-                span.set_attribute("error.type", error_type)
-                span.set_status(self._api.Status(self._api.StatusCode.ERROR, message or None))
-            span.end()
+            self._end_span(span, error_type, message)
         if self.sink is not None:
-            duration = (time.perf_counter() - open_.started) * 1000
+            duration = _elapsed_ms(open_.started)
             self.sink.record(
                 InferenceEvent(
                     run_id,
@@ -548,18 +542,26 @@ class ObservabilityPlugin(Plugin):
         if span is not None:
             if status == "pending":
                 span.set_attribute("awaken.tool.status", status)
-            if error_type is not None:
-                span.set_attribute("error.type", error_type)
-                span.set_status(self._api.Status(self._api.StatusCode.ERROR, message or None))
-            span.end()
+            self._end_span(span, error_type, message)
         if self.sink is not None:
-            duration = (time.perf_counter() - open_.started) * 1000
+            duration = _elapsed_ms(open_.started)
             self.sink.record(
                 ToolEvent(run_id, run.thread_id, run.agent_id, call_id, open_.name, status, duration, error_type)
             )
 
     def _provider(self, model_id: str) -> str:
         return self.providers.get(model_id, _OTHER)
+
+    def _end_span(self, span: Any, error_type: str | None, message: str) -> None:
+        """End ``span``, marked failed (``error.type`` and an error status) when ``error_type`` is set."""
+        if error_type is not None:
+            span.set_attribute("error.type", error_type)
+            span.set_status(self._api.Status(self._api.StatusCode.ERROR, message or None))
+        span.end()
+
+
+def _elapsed_ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 def _set_usage(span: Any, usage: TokenUsage) -> None:

@@ -50,6 +50,7 @@ __all__ = [
     "TextWindow",
     "Workspace",
     "compile_glob",
+    "default_shell",
     "get_file_system",
     "get_process_runner",
     "get_workspace",
@@ -366,6 +367,11 @@ class ProcessResult:
     terminal_id: str | None = None  # an ACP terminal the client shows; None for local processes
 
 
+async def default_shell() -> str:
+    """The shell that runs commands: ``bash`` when it is on the PATH, else ``/bin/sh``."""
+    return await anyio.to_thread.run_sync(lambda: shutil.which("bash") or "/bin/sh")
+
+
 class ProcessRunner(Protocol):
     """Runs shell commands for ``run_command``.
 
@@ -414,7 +420,7 @@ class LocalProcessRunner(ProcessRunner):
         on_output: OutputCallback | None = None,
     ) -> ProcessResult:
         if self._shell is None:
-            self._shell = await anyio.to_thread.run_sync(lambda: shutil.which("bash") or "/bin/sh")
+            self._shell = await default_shell()
         process = await anyio.open_process(
             [self._shell, "-c", command],
             stdin=subprocess.DEVNULL,

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
+from awaken_stdio.contract.inference import StreamAccumulator, StreamChunk, StreamResult
+
 __all__ = [
     "DONE",
     "FakeServer",
@@ -28,6 +30,7 @@ __all__ = [
     "Seen",
     "anthropic_error",
     "anthropic_text",
+    "assemble",
     "block_delta",
     "block_start",
     "block_stop",
@@ -350,3 +353,11 @@ def anthropic_text(*parts: str, usage: tuple[int, int] = (10, 5)) -> list[bytes]
 
 def anthropic_error(type_: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": type_, "message": message}}
+
+
+def assemble(chunks: list[StreamChunk]) -> StreamResult:
+    """The chunks a client streamed, assembled into one result as the runtime does."""
+    acc = StreamAccumulator()
+    for chunk in chunks:
+        acc.add(chunk)
+    return acc.result()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -13,6 +13,7 @@ from fake_servers import (
     Reply,
     anthropic_error,
     anthropic_text,
+    assemble,
     block_delta,
     block_start,
     block_stop,
@@ -29,9 +30,7 @@ from awaken_stdio.contract.inference import (
     ModelCapabilities,
     ReasoningChunk,
     StopChunk,
-    StreamAccumulator,
     StreamChunk,
-    StreamResult,
     TextChunk,
     TokenUsage,
     ToolCall,
@@ -55,12 +54,6 @@ CAPS = ModelCapabilities(200_000, 64_000, True)
 
 
 @pytest.fixture
-def server() -> Iterator[FakeServer]:
-    with FakeServer() as server:
-        yield server
-
-
-@pytest.fixture
 async def model(server: FakeServer) -> AsyncIterator[AnthropicModel]:
     env = {"ANTHROPIC_API_KEY": KEY}
     async with AnthropicModel("claude-haiku-4-5", base_url=server.url, retry=FAST, env=env) as m:
@@ -69,13 +62,6 @@ async def model(server: FakeServer) -> AsyncIterator[AnthropicModel]:
 
 async def collect(model: AnthropicModel, request: InferenceRequest | None = None) -> list[StreamChunk]:
     return [c async for c in model.stream(request or InferenceRequest("m", [Message.user("hi")]))]
-
-
-def assemble(chunks: list[StreamChunk]) -> StreamResult:
-    acc = StreamAccumulator()
-    for chunk in chunks:
-        acc.add(chunk)
-    return acc.result()
 
 
 async def test_text_with_cached_usage_and_cache_breakpoints(server: FakeServer, model: AnthropicModel) -> None:

@@ -8,7 +8,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from fake_servers import (
     DONE,
     FakeServer,
     Reply,
+    assemble,
     chat_chunk,
     chat_text,
     chat_usage,
@@ -32,9 +33,7 @@ from awaken_stdio.contract.inference import (
     InferenceRequest,
     ReasoningChunk,
     StopChunk,
-    StreamAccumulator,
     StreamChunk,
-    StreamResult,
     TextChunk,
     TokenUsage,
     ToolCallChunk,
@@ -62,12 +61,6 @@ TOOLS = [{"name": "get_weather", "description": "Weather.", "input_schema": {"ty
 
 
 @pytest.fixture
-def server() -> Iterator[FakeServer]:
-    with FakeServer() as server:
-        yield server
-
-
-@pytest.fixture
 async def model(server: FakeServer) -> AsyncIterator[OpenAIModel]:
     async with OpenAIModel("gpt-4.1", base_url=f"{server.url}/v1", retry=FAST, env={"OPENAI_API_KEY": KEY}) as m:
         yield m
@@ -75,13 +68,6 @@ async def model(server: FakeServer) -> AsyncIterator[OpenAIModel]:
 
 async def collect(model: OpenAIModel, request: InferenceRequest | None = None) -> list[StreamChunk]:
     return [c async for c in model.stream(request or InferenceRequest("gpt-4.1", [Message.user("hi")]))]
-
-
-def assemble(chunks: list[StreamChunk]) -> StreamResult:
-    acc = StreamAccumulator()
-    for chunk in chunks:
-        acc.add(chunk)
-    return acc.result()
 
 
 def tool_delta(index: int, arguments: str, id: str | None = None, name: str | None = None) -> dict[str, Any]:

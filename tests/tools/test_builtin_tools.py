@@ -42,12 +42,6 @@ from awaken_stdio.tools.workspace import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    (tmp_path / "proj").mkdir()
-    return (tmp_path / "proj").resolve()
-
-
 def make_ctx(tool: Tool, root: Path, **services: Any) -> ToolCallContext:
     return ToolCallContext(
         call_id="c",

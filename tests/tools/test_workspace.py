@@ -30,12 +30,6 @@ from awaken_stdio.tools.workspace import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    (tmp_path / "proj").mkdir()
-    return (tmp_path / "proj").resolve()
-
-
 # -- confinement -----------------------------------------------------------------------------------------------
 
 

@@ -9,7 +9,6 @@ tool call. Listing and search have no ACP method, so they are always local (inhe
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,14 @@ import anyio
 
 from awaken_stdio.contract.errors import ToolError
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
-from awaken_stdio.tools.workspace import LocalFileSystem, OutputCallback, ProcessResult, ProcessRunner, TextWindow
+from awaken_stdio.tools.workspace import (
+    LocalFileSystem,
+    OutputCallback,
+    ProcessResult,
+    ProcessRunner,
+    TextWindow,
+    default_shell,
+)
 
 __all__ = ["AcpFileSystem", "AcpProcessRunner"]
 
@@ -95,7 +101,7 @@ class AcpProcessRunner(ProcessRunner):
         on_output: OutputCallback | None = None,
     ) -> ProcessResult:
         if self._shell is None:
-            self._shell = await anyio.to_thread.run_sync(lambda: shutil.which("bash") or "/bin/sh")
+            self._shell = await default_shell()
         try:
             created = await self._call(
                 "terminal/create",
