@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test lint format bench schemas pg-up pg-down
+.PHONY: install test lint format bench schemas pg-up pg-down node-tools conformance
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,3 +37,12 @@ pg-up:
 
 pg-down:
 	@scripts/pg-test-server.sh stop
+
+# Pinned Node 22, MCP Inspector and server-everything in .node/ for tests/e2e/test_mcp_third_party.py (idempotent).
+node-tools:
+	@scripts/node-tools.sh
+
+# The official MCP conformance kit against `awaken-stdio mcp` through a stdio-to-HTTP bridge; passes when every
+# failure is in tests/e2e/conformance/expected-failures.yml. Results in .node/conformance-results/.
+conformance: $(PY)
+	@PYTHON=$(abspath $(PY)) tests/e2e/conformance/run.sh
