@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from awaken_stdio.contract.agent import AgentSpec, ModelSpec
 from awaken_stdio.contract.errors import ConfigError
+from awaken_stdio.runtime.compaction import CompactionPolicy
 
 if TYPE_CHECKING:
     from awaken_stdio.contract.stores import Store
@@ -73,6 +74,26 @@ class PermissionConfig(_Model):
     rules: list[PermissionRuleConfig] = Field(default_factory=list)
 
 
+_COMPACTION = CompactionPolicy()  # the one source of the defaults
+
+
+class CompactionConfig(_Model):
+    """Summarising the older part of a conversation as it nears the model's context window (history is kept)."""
+
+    mode: Literal["auto", "off"] = Field(
+        _COMPACTION.mode, description="auto: before a model call that reaches the threshold; /compact works either way."
+    )
+    threshold: float = Field(_COMPACTION.threshold, gt=0, le=1, description="Share of the context window.")
+    keep_messages: int = Field(
+        _COMPACTION.keep_messages, ge=1, description="Recent messages kept verbatim (always the latest user turn)."
+    )
+    min_savings_ratio: float = Field(
+        _COMPACTION.min_savings_ratio, ge=0, lt=1, description="A summary saving less of the estimate is not used."
+    )
+    summary_model: str | None = Field(None, description="The id of a model in [models]; default the agent's own.")
+    summary_max_tokens: int = Field(_COMPACTION.summary_max_tokens, gt=0, description="Length limit of a summary.")
+
+
 class AgentConfig(_Model):
     """An agent: a model, a prompt and the tools it may use."""
 
@@ -91,6 +112,7 @@ class AgentConfig(_Model):
     tool_executor: Literal["sequential", "parallel"] = "sequential"
     expose_mcp: bool = Field(False, description='Publish this agent as the MCP tool "agent_<id>".')
     permission: PermissionConfig = Field(default_factory=PermissionConfig)
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
 
 
 class StoreConfig(_Model):
@@ -137,6 +159,11 @@ class Config(_Model):
         for agent_id, agent in self.agents.items():
             if agent.model not in self.models:
                 raise ConfigError(f"{source}: agents.{agent_id}.model: no model {agent.model!r} in [models]")
+            summary_model = agent.compaction.summary_model
+            if summary_model is not None and summary_model not in self.models:
+                raise ConfigError(
+                    f"{source}: agents.{agent_id}.compaction.summary_model: no model {summary_model!r} in [models]"
+                )
             for other in (*agent.delegates, *agent.handoffs):
                 if other not in self.agents:
                     raise ConfigError(f"{source}: agents.{agent_id}: no agent {other!r} in [agents]")
@@ -230,7 +257,10 @@ def default_config(env: dict[str, str] | None = None) -> Config:
 
 
 def agent_spec(agent_id: str, agent: AgentConfig) -> AgentSpec:
-    sections: dict[str, Any] = {"permission": agent.permission.model_dump(exclude_none=True)}
+    sections: dict[str, Any] = {
+        "permission": agent.permission.model_dump(exclude_none=True),
+        "compaction": agent.compaction.model_dump(),
+    }
     return AgentSpec(
         id=agent_id,
         model=agent.model,

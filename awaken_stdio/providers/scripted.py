@@ -235,7 +235,15 @@ def _input_estimate(request: InferenceRequest) -> int:
 
 
 def _assistant_turns(messages: list[Message]) -> int:
-    return sum(m.role == "assistant" and not m.internal for m in messages)
+    """Model turns so far: assistant messages, plus the turns a compaction summary stands for
+    (``metadata["compaction"]["assistant_turns"]``), so a compacted conversation keeps its place in the script."""
+    turns = 0
+    for m in messages:
+        if m.role == "assistant" and not m.internal:
+            turns += 1
+        elif m.role == "system" and m.internal and m.metadata and "compaction" in m.metadata:
+            turns += int(m.metadata["compaction"].get("assistant_turns", 0))
+    return turns
 
 
 def _capabilities(caps: ScriptCapabilities) -> ModelCapabilities:

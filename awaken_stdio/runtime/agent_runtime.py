@@ -3,7 +3,7 @@
 It owns the registries (agents, models, tools, plugins), the store, and the table of active runs (at most one per
 thread). Protocol adapters and the CLI use only this API: ``run`` / ``run_to_completion`` to start or continue a
 run, ``cancel`` to stop one, ``send_decisions`` to answer a live suspended run and ``resume`` to continue a waiting
-run from its durable record (another process, a restart).
+run from its durable record (another process, a restart), ``compact`` to summarise a thread's older messages now.
 """
 
 from __future__ import annotations
@@ -16,15 +16,22 @@ from typing import Any
 import anyio
 
 from awaken_stdio.contract.agent import AgentSpec
-from awaken_stdio.contract.errors import AgentNotFound, InvalidResume, ThreadAlreadyRunning
+from awaken_stdio.contract.errors import (
+    AgentNotFound,
+    ConfigError,
+    InvalidResume,
+    ThreadAlreadyRunning,
+    VersionConflict,
+)
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.inference import LlmExecutor
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
-from awaken_stdio.contract.stores import LoadedThread, RunRecord, Store
+from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.contract.tools import CancelToken, Tool
 from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
+from awaken_stdio.runtime.compaction import CompactionPolicy, CompactionResult, Compactor, model_view
 from awaken_stdio.runtime.loop import AgentLoop
 from awaken_stdio.runtime.plugins import Plugin
 from awaken_stdio.runtime.resolve import ResolvedAgent, resolve_agent
@@ -175,7 +182,7 @@ class AgentRuntime:
         self, activation: RunActivation, thread_id: str, sink: EventSink | None, active: _ActiveRun
     ) -> AgentLoop:
         loaded = await self.store.load_thread(thread_id)
-        history = list(loaded.messages) if loaded else []
+        history = model_view(list(loaded.messages)) if loaded else []  # the store keeps what a summary replaced
         latest = loaded.latest_run if loaded else None
         persisted = _persisted_agent(loaded)
         if persisted not in self.agents:
@@ -199,6 +206,8 @@ class AgentRuntime:
             sink=sink,
             decisions=active.receive,
             cancel=active.cancel,
+            stored_count=len(loaded.messages) if loaded else 0,
+            compactor=self.compactor,
         )
         if activation.decisions:
             loop.check_decisions(activation.decisions)
@@ -261,6 +270,57 @@ class AgentRuntime:
             ),
             sink,
         )
+
+    # -- compaction -----------------------------------------------------------------------------------------------
+
+    def compactor(self, agent: ResolvedAgent) -> Compactor:
+        """The agent's compaction policy with the model that writes its summaries (``summary_model`` or its own)."""
+        policy = CompactionPolicy.from_section(agent.spec.sections.get("compaction"))
+        executor, model_name = agent.executor, agent.model_name
+        if policy.summary_model is not None:
+            model = self.models.get(policy.summary_model)
+            if model is None:
+                raise ConfigError(f"agent {agent.id!r}: summary_model {policy.summary_model!r} is not defined")
+            executor, model_name = model
+        window = agent.executor.capabilities(agent.model_name).context_window
+        return Compactor(policy, executor, model_name, window)
+
+    async def compact(self, thread_id: str, agent_id: str | None = None) -> CompactionResult:
+        """Summarise the thread's older messages now, whatever their size (ACP ``/compact``).
+
+        The thread is claimed meanwhile, as by a run. The summary is appended to the durable log (nothing is
+        deleted); messages another process appends during the summary call stay after its boundary, so they remain
+        in the model's view.
+        """
+        if thread_id in self._active:
+            raise ThreadAlreadyRunning(thread_id)
+        active = self._active[thread_id] = _ActiveRun(thread_id)
+        try:
+            loaded = await self.store.load_thread(thread_id)
+            if loaded is None or not loaded.messages:
+                return CompactionResult(None, "the conversation is empty")
+            agent = self.resolve(agent_id or _persisted_agent(loaded) or self.default_agent_id())
+            result = await self.compactor(agent).compact(model_view(loaded.messages))
+            if result.summary is not None:
+                await self._append(thread_id, result.summary)
+            return result
+        finally:
+            del self._active[thread_id]
+            active.finished.set()
+
+    async def _append(self, thread_id: str, message: Message) -> None:
+        """Append one message outside a run: a checkpoint re-saving the latest run record as it is."""
+        count = 0
+        for _ in range(8):  # a conflict means another writer appended meanwhile: the summary goes after theirs
+            loaded = await self.store.load_thread(thread_id)
+            assert loaded is not None and loaded.latest_run is not None  # a thread with messages has had a run
+            count = loaded.thread.message_count
+            try:
+                await self.store.checkpoint(Checkpoint(thread_id, count, [message], loaded.latest_run))
+                return
+            except VersionConflict:
+                continue
+        raise VersionConflict(f"thread {thread_id}", count, None)
 
     async def cancel(self, id: str) -> bool:
         """Cancel the active run of a thread (by thread id or run id). False when nothing is running."""

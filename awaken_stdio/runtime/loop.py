@@ -60,6 +60,7 @@ from awaken_stdio.contract.suspension import (
 )
 from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext, ToolOutput, ToolResult, tool_error_result
 from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
+from awaken_stdio.runtime.compaction import Compactor, model_view
 from awaken_stdio.runtime.executors import INTERRUPTED, CallResult, executor_for
 from awaken_stdio.runtime.phases import PhaseEngine
 from awaken_stdio.runtime.plugins import Block, GateDecision, Phase, PhaseContext, SetResult, Suspend
@@ -109,6 +110,8 @@ class AgentLoop:
         sink: EventSink | None,
         decisions: anyio.abc.ObjectReceiveStream[list[tuple[str, ToolCallResume]]] | None,
         cancel: CancelToken,
+        stored_count: int | None = None,
+        compactor: Callable[[ResolvedAgent], Compactor] | None = None,
     ) -> None:
         self.agent = agent
         self._resolve = resolve
@@ -118,7 +121,10 @@ class AgentLoop:
         self.record = record
         self.messages = history
         self.written = len(history)  # messages[:written] are in the store
-        self.stored_count = len(history)  # how many messages the store holds for the thread
+        # how many messages the store holds for the thread (more than ``history`` when a summary replaces some)
+        self.stored_count = len(history) if stored_count is None else stored_count
+        self._compactor = compactor
+        self._compaction_tried = False
         self.store = store
         self.sink = sink
         self.decisions = decisions
@@ -411,6 +417,7 @@ class AgentLoop:
         before = await self.engine.collect_commands(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
         await self.commit(before)
         await self.engine.run_actions(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
+        await self._compact_if_needed()
 
         response = await self._infer(assistant_id)
         await self.engine.run_phase(Phase.AFTER_INFERENCE, self.ctx(Phase.AFTER_INFERENCE, response=response))
@@ -473,9 +480,33 @@ class AgentLoop:
 
     # -- inference ----------------------------------------------------------------------------------------------
 
+    async def _compact_if_needed(self) -> None:
+        """Summarise the older turns first when the request nears the model's context window.
+
+        Tried once a run: its kept suffix is the whole latest user turn, so a second plan could not cut later. A
+        failed summary is logged and the inference goes ahead with the whole conversation.
+        """
+        if self._compactor is None or self._compaction_tried:
+            return
+        compactor = self._compactor(self.agent)
+        view = model_view(self.messages)
+        if not compactor.needed(view, self.agent.spec.system_prompt, self.agent.tool_json):
+            return
+        self._compaction_tried = True
+        try:
+            result = await compactor.compact(view)
+        except Exception:
+            log.warning("compaction of thread %s failed; continuing uncompacted", self.thread_id, exc_info=True)
+            return
+        if result.usage is not None:
+            self.usage = self.usage + result.usage
+        if result.summary is not None:
+            self.messages.append(replace(result.summary, run_id=self.run_id))  # durable at the step's checkpoint
+        log.info("thread %s: %s", self.thread_id, result.describe())
+
     def build_request(self) -> InferenceRequest:
         agent = self.agent
-        messages = _paired(self.messages)
+        messages = _paired(model_view(self.messages))
         tools = agent.tool_json
         extra = [t.descriptor for t in self.extra_tools.values()] + list(self.activation.frontend_tools)
         if extra:

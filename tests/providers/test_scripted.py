@@ -97,6 +97,17 @@ async def test_only_non_internal_assistant_messages_count() -> None:
     assert (await play(ScriptedModel(THREE_TURNS), req)).text == "one"
 
 
+async def test_a_compaction_summary_counts_the_turns_it_replaced() -> None:
+    summary = Message(
+        "system",
+        (TextBlock("<conversation-summary>two turns happened</conversation-summary>"),),
+        internal=True,
+        metadata={"compaction": {"assistant_turns": 2}},
+    )
+    req = request(summary, Message.user("and now?"))
+    assert (await play(ScriptedModel(THREE_TURNS), req)).text == "two"
+
+
 async def test_a_fresh_model_continues_a_thread_where_it_left_off(tmp_path: Path) -> None:
     path = write(tmp_path, json.dumps(THREE_TURNS))
     first = ScriptedModel.from_file(path)

@@ -14,17 +14,12 @@ from awaken_stdio.contract.messages import ContentBlock, TextBlock
 from awaken_stdio.contract.stores import RunRecord
 from awaken_stdio.protocols.acp.sessions import MODES, iso_time
 
-__all__ = ["COMPACT_UNAVAILABLE", "available_commands", "format_runs", "parse_command"]
-
-COMPACT_UNAVAILABLE = (
-    "Compaction is not available yet in this version of awaken-stdio; the conversation is kept whole. "
-    "Start a new session to begin with an empty context."
-)
+__all__ = ["available_commands", "format_runs", "parse_command"]
 
 
 def available_commands() -> list[dict[str, Any]]:
     return [
-        {"name": "compact", "description": "Summarise the conversation so far to free context"},
+        {"name": "compact", "description": "Summarise the earlier conversation to free context (history is kept)"},
         {
             "name": "mode",
             "description": "Switch the permission mode (" + ", ".join(MODES) + ")",

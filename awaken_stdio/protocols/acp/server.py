@@ -25,7 +25,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from awaken_stdio.app import Settings, load_settings
-from awaken_stdio.contract.errors import InvalidResume
+from awaken_stdio.contract.errors import AwakenError, InvalidResume, ThreadAlreadyRunning
 from awaken_stdio.contract.events import AgentEvent, RunFinish, ToolCallDone
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.stores import SessionRecord
@@ -676,7 +676,7 @@ class AcpServer:
     async def _command(self, app: App, session: Session, name: str, argument: str) -> None:
         text: str
         if name == "compact":
-            text = commands.COMPACT_UNAVAILABLE
+            text = await self._compact(app, session)
         elif name == "mode":
             if argument:
                 await self._set_mode(app, session, argument)
@@ -693,6 +693,16 @@ class AcpServer:
             text = commands.format_runs(page.items)
         await self.update(session.id, {"sessionUpdate": "agent_message_chunk", "messageId": new_id(),
                                        "content": {"type": "text", "text": text}})  # fmt: skip
+
+    async def _compact(self, app: App, session: Session) -> str:
+        """Summarise the session's thread now; the outcome, or why it could not run, is the command's answer."""
+        try:
+            result = await app.runtime.compact(session.record.thread_id, session.agent_id)
+        except ThreadAlreadyRunning:
+            return "Cannot compact while a run of this session is in progress."
+        except AwakenError as exc:
+            return f"Compaction failed: {exc}"
+        return result.describe()
 
 
 def _turn_error(exc: Exception) -> JsonRpcError:

@@ -95,7 +95,7 @@ async def test_slash_commands(harness):
             assert await agent.prompt(sid, command) == "end_turn"
         texts = [u["content"]["text"] for u in agent.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
         assert texts[1] == "No runs yet in this session."
-        assert "not available yet" in texts[2] and "main" in texts[3]
+        assert texts[2] == "Nothing was compacted: the conversation is empty." and "main" in texts[3]
 
 
 async def test_sessions_outlive_the_process_list_load_replays_resume_does_not(harness):

@@ -1,0 +1,259 @@
+"""Compaction: when a conversation nears the model's context window, its older part is replaced by a summary.
+
+The policy (``awaken-inventory.md`` section 7):
+
+- Tokens are estimated, about ``4 + chars / 4`` per message (a non-text block counts as 50 characters): the same for
+  every provider, with no tokenizer to load.
+- Automatic compaction runs before an inference whose request is estimated at ``threshold`` x the model's context
+  window or more. ``/compact`` (ACP) runs it on demand whatever the size.
+- The cut is the latest safe boundary before the kept suffix: every tool call before it is answered there, and the
+  kept part starts with a real user message, so a call is never split from its result and every provider accepts
+  the trimmed conversation (some reject one that opens with an assistant turn). The kept suffix holds at least
+  ``keep_messages`` messages and always the whole latest user turn.
+- A plan that would remove fewer than 1024 tokens is skipped before the model is called; a summary that saves less
+  than ``min_savings_ratio`` of the conversation's tokens is not applied.
+
+Storage: the summary is an internal system message ``<conversation-summary>...</conversation-summary>`` appended to
+the durable log; nothing is deleted. Its metadata names the last message it covers (the boundary) and the model turns
+it covers in all (``assistant_turns``, earlier summaries' included). What the model sees is :func:`model_view`: the
+latest summary, then every other message logged after its boundary; a run loads exactly that. ACP ``session/load``
+replays the whole log, where the summary (internal, system) is not shown.
+
+Summarisation is synchronous: the inference that needs the room waits for it. A background summary would race the
+messages appended meanwhile and make runs nondeterministic, for a saving of one model call's latency only when the
+window is nearly full.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, StreamAccumulator, TokenUsage
+from awaken_stdio.contract.messages import Message, TextBlock
+
+__all__ = [
+    "MIN_REMOVED_TOKENS",
+    "SUMMARY_SYSTEM",
+    "CompactionPolicy",
+    "CompactionResult",
+    "Compactor",
+    "estimate_tokens",
+    "is_summary",
+    "message_tokens",
+    "model_view",
+    "plan_cut",
+]
+
+MIN_REMOVED_TOKENS = 1024
+_NON_TEXT_CHARS = 50
+_TOOL_RESULT_CHARS = 2000  # of each tool result in the transcript: file dumps add little to a summary
+_OPEN, _CLOSE = "<conversation-summary>", "</conversation-summary>"
+_KEY = "compaction"  # the summary message's metadata key
+
+SUMMARY_SYSTEM = (
+    "You summarise a conversation between a user and an AI coding agent so the agent can continue the work with "
+    "the summary in place of the conversation. Keep: the user's goals and every explicit request or constraint; "
+    "decisions and their reasons; files, paths, symbols and commands that matter, and what they showed; errors and "
+    "how they were resolved; what is done and what remains. Be specific and concise. Write in the conversation's "
+    "language. Output only the summary."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPolicy:
+    """An agent's ``compaction`` section; the defaults are the config file's."""
+
+    mode: Literal["auto", "off"] = "auto"
+    threshold: float = 0.8  # of the context window
+    keep_messages: int = 2
+    min_savings_ratio: float = 0.3
+    summary_model: str | None = None  # a model id; None: the agent's own model
+    summary_max_tokens: int = 4096
+
+    @staticmethod
+    def from_section(section: dict[str, Any] | None) -> CompactionPolicy:
+        return CompactionPolicy(**(section or {}))
+
+
+# -- tokens and the model's view -------------------------------------------------------------------------------
+
+
+def message_tokens(m: Message) -> int:
+    chars = sum(len(b.text) if type(b) is TextBlock else _NON_TEXT_CHARS for b in m.content)
+    chars += sum(len(c.name) + len(json.dumps(c.arguments, ensure_ascii=False, default=str)) for c in m.tool_calls)
+    chars += sum(len(t.text) for t in m.thinking)
+    return 4 + chars // 4
+
+
+def estimate_tokens(messages: list[Message]) -> int:
+    return sum(message_tokens(m) for m in messages)
+
+
+def is_summary(m: Message) -> bool:
+    return m.role == "system" and m.internal and m.metadata is not None and _KEY in m.metadata
+
+
+def model_view(messages: list[Message]) -> list[Message]:
+    """The conversation as the model sees it: the latest summary, then the other messages logged after its boundary.
+
+    ``messages`` is the durable log, or a view already (a loaded run's history starts with its summary). A summary
+    whose boundary is missing from a longer list cannot be placed: the whole list is returned, losing nothing.
+    """
+    j = next((i for i in range(len(messages) - 1, -1, -1) if is_summary(messages[i])), None)
+    if j is None:
+        return messages
+    summary = messages[j]
+    boundary = (summary.metadata or {})[_KEY]["boundary"]
+    start = next((i + 1 for i in range(j - 1, -1, -1) if messages[i].id == boundary), 0 if j == 0 else None)
+    if start is None:
+        return messages
+    return [summary, *(m for m in messages[start:] if not is_summary(m))]
+
+
+def _real_user(m: Message) -> bool:
+    return m.role == "user" and not m.internal
+
+
+def plan_cut(view: list[Message], keep_messages: int) -> int | None:
+    """Where to cut ``view``: ``view[:cut]`` is summarised, the rest kept. ``None`` when no boundary is safe."""
+    last_user = next((i for i in range(len(view) - 1, -1, -1) if _real_user(view[i])), None)
+    limit = min(len(view) - keep_messages, -1 if last_user is None else last_user)
+    if limit <= 0:
+        return None
+    open_calls: set[str] = set()
+    raw = False  # the prefix holds something besides an earlier summary
+    cut = None
+    for i, m in enumerate(view[: limit + 1]):
+        if raw and not open_calls and _real_user(m):
+            cut = i
+        raw = raw or not is_summary(m)
+        open_calls.update(c.id for c in m.tool_calls)
+        if m.tool_call_id is not None:
+            open_calls.discard(m.tool_call_id)
+    return cut
+
+
+# -- the summary -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What a compaction did: ``summary`` is the message to append, ``None`` when skipped (``reason`` says why)."""
+
+    summary: Message | None
+    reason: str = ""
+    tokens_before: int = 0  # the conversation's estimate (the system prompt and tools are not compacted)
+    tokens_after: int = 0
+    summarised: int = 0  # messages the summary replaces
+    usage: TokenUsage | None = None  # of the summary call
+
+    def describe(self) -> str:
+        if self.summary is None:
+            return f"Nothing was compacted: {self.reason}."
+        return (
+            f"Compacted the conversation: {self.summarised} earlier messages are now a summary "
+            f"(about {self.tokens_before:,} -> {self.tokens_after:,} tokens). The full history is kept."
+        )
+
+
+class Compactor:
+    """One agent's compaction: its policy, the model that writes summaries, and the context window it guards."""
+
+    def __init__(self, policy: CompactionPolicy, executor: LlmExecutor, model_name: str, context_window: int) -> None:
+        self.policy = policy
+        self.executor = executor
+        self.model_name = model_name
+        self.context_window = context_window
+
+    def needed(self, view: list[Message], system_prompt: str, tools: list[dict[str, Any]]) -> bool:
+        """Whether automatic compaction is on and the request (prompt, tools, conversation) reaches the threshold."""
+        if self.policy.mode == "off":
+            return False
+        overhead = len(system_prompt) // 4 + (len(json.dumps(tools, default=str)) // 4 if tools else 0)
+        return overhead + estimate_tokens(view) >= self.policy.threshold * self.context_window
+
+    async def compact(self, view: list[Message]) -> CompactionResult:
+        """Plan, summarise, and check the savings; the caller appends ``result.summary`` to the durable log."""
+        before = estimate_tokens(view)
+        cut = plan_cut(view, self.policy.keep_messages)
+        if cut is None:
+            return CompactionResult(None, "no earlier turn can be summarised apart from the latest one", before)
+        removed = estimate_tokens(view[:cut])
+        if removed < MIN_REMOVED_TOKENS:
+            reason = f"the earlier turns hold about {removed:,} tokens, under {MIN_REMOVED_TOKENS:,}"
+            return CompactionResult(None, reason, before)
+        text, usage = await self._summarise(view[:cut])
+        if not text:
+            return CompactionResult(None, "the model returned an empty summary", before, usage=usage)
+        summarised = sum(1 for m in view[:cut] if not is_summary(m))
+        metadata = {
+            _KEY: {
+                "boundary": view[cut - 1].id,
+                "messages": summarised,
+                "assistant_turns": _assistant_turns(view[:cut]),
+                "model": self.model_name,
+            }
+        }
+        summary = Message("system", (TextBlock(f"{_OPEN}\n{text}\n{_CLOSE}"),), internal=True, metadata=metadata)
+        after = before - removed + message_tokens(summary)
+        if before - after < self.policy.min_savings_ratio * before:
+            reason = f"the summary would save {1 - after / before:.0%}, under {self.policy.min_savings_ratio:.0%}"
+            return CompactionResult(None, reason, before, after, usage=usage)
+        return CompactionResult(summary, "", before, after, summarised, usage)
+
+    async def _summarise(self, messages: list[Message]) -> tuple[str, TokenUsage | None]:
+        # The transcript goes as text in one user message: no tools are offered, and providers refuse tool calls in
+        # a history without tool definitions.
+        prompt = f"Summarise this conversation:\n\n<transcript>\n{_transcript(messages)}\n</transcript>"
+        request = InferenceRequest(
+            self.model_name,
+            [Message.user(prompt)],
+            system=SUMMARY_SYSTEM,
+            max_output_tokens=self.policy.summary_max_tokens,
+            enable_prompt_cache=False,
+        )
+        acc = StreamAccumulator()
+        async for chunk in self.executor.stream(request):
+            acc.add(chunk)
+        return acc.text.strip(), acc.usage
+
+
+def _assistant_turns(messages: list[Message]) -> int:
+    """The model turns a summary covers, earlier summaries' included: what a stateless scripted model counts."""
+    return sum(
+        (m.metadata or {})[_KEY].get("assistant_turns", 0) if is_summary(m) else 1
+        for m in messages
+        if is_summary(m) or (m.role == "assistant" and not m.internal)
+    )
+
+
+def _summary_text(m: Message) -> str:
+    return m.text.removeprefix(_OPEN).removesuffix(_CLOSE).strip()
+
+
+def _transcript(messages: list[Message]) -> str:
+    names: dict[str, str] = {}
+    parts: list[str] = []
+    for m in messages:
+        if is_summary(m):
+            parts.append(f"[Summary of the conversation before this point]\n{_summary_text(m)}")
+        elif m.role == "user":
+            parts.append(f"User: {_content(m)}")
+        elif m.role == "assistant":
+            if m.text:
+                parts.append(f"Assistant: {m.text}")
+            for c in m.tool_calls:
+                names[c.id] = c.name
+                parts.append(f"Assistant called {c.name} {json.dumps(c.arguments, ensure_ascii=False, default=str)}")
+        elif m.role == "tool":
+            text = m.text if len(m.text) <= _TOOL_RESULT_CHARS else m.text[:_TOOL_RESULT_CHARS] + " [...]"
+            parts.append(f"Result of {names.get(m.tool_call_id or '', 'a tool')}: {text}")
+        elif m.text:
+            parts.append(f"Note: {m.text}")
+    return "\n\n".join(parts)
+
+
+def _content(m: Message) -> str:
+    return " ".join(b.text if type(b) is TextBlock else f"[{b.type}]" for b in m.content)
