@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from awaken_stdio.contract.agent import AgentSpec
+from awaken_stdio.contract.messages import Message
 from awaken_stdio.providers.scripted import ScriptedModel
+from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.stores import open_store
 
@@ -76,3 +78,76 @@ async def test_runs_list_and_show_read_the_store(tmp_path: Path) -> None:
     assert shown.returncode == 0 and "completed" in shown.stdout
     missing = cli("runs", "show", "nope", "--store", url)
     assert missing.returncode == 2 and "run nope" in missing.stderr
+
+
+WRITE_SCRIPT = {
+    "turns": [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "x.txt", "content": "x"}}]},
+        {"text": "ok"},
+    ]
+}
+
+
+async def _waiting_runs(url: str, cwd: Path, n: int) -> list[str]:
+    """``n`` runs on their own threads, each waiting for approval of a file write (permission default: ask)."""
+    from awaken_stdio.runtime.permission import PermissionPlugin
+    from awaken_stdio.tools.builtin import builtin_tools
+
+    async with open_store(url) as store:
+        runtime = AgentRuntime(
+            agents=[AgentSpec("a", model="m")],
+            models={"m": ScriptedModel(WRITE_SCRIPT)},
+            tools=builtin_tools(),
+            plugins=[PermissionPlugin(store)],
+            store=store,
+        )
+        runs = [
+            await runtime.run_to_completion(RunActivation([Message.user("write it")], cwd=str(cwd))) for _ in range(n)
+        ]
+        return [r.run_id for r in runs]
+
+
+@pytest.mark.anyio
+async def test_runs_reject_and_cancel_answer_waiting_runs(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/awaken.db"
+    rejected, cancelled = await _waiting_runs(url, tmp_path, 2)
+    (tmp_path / "script.json").write_text(json.dumps(WRITE_SCRIPT))
+    config = tmp_path / "config.toml"  # the CLI resumes the run itself: it needs the agent
+    config.write_text('[models.m]\nprovider = "scripted"\nscript = "script.json"\n[agents.a]\nmodel = "m"\n')
+    waiting = json.loads(cli("runs", "list", "--status", "waiting", "--json", "--store", url).stdout)
+    assert {r["run_id"] for r in waiting} == {rejected, cancelled}
+    assert waiting[0]["pending"][0]["tool"] == "write_file"
+
+    done = cli("runs", "reject", rejected, "--reason", "not now", "--store", url, "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert cli("runs", "cancel", cancelled, "--store", url, "--config", str(config)).returncode == 0
+
+    statuses = {r["run_id"]: r["status"] for r in json.loads(cli("runs", "list", "--json", "--store", url).stdout)}
+    assert statuses == {rejected: "completed", cancelled: "cancelled"}
+    assert not (tmp_path / "x.txt").exists()
+    again = cli("runs", "approve", rejected, "--store", url, "--config", str(config))
+    assert again.returncode == 2 and again.stdout == ""
+
+
+@pytest.mark.anyio
+async def test_sessions_list_show_and_delete(tmp_path: Path) -> None:
+    from awaken_stdio.contract.stores import SessionRecord
+
+    url = f"sqlite:///{tmp_path}/awaken.db"
+    async with open_store(url) as store:
+        runtime = AgentRuntime(
+            agents=[AgentSpec("a", model="m")],
+            models={"m": ScriptedModel({"turns": [{"text": "hi there"}]})},
+            store=store,
+        )
+        result = await runtime.run_to_completion("hello")
+        await store.save_session(SessionRecord("sess_1", result.thread_id, str(tmp_path), title="Greeting"))
+
+    listed = json.loads(cli("sessions", "list", "--json", "--cwd", str(tmp_path), "--store", url).stdout)
+    assert [(s["session_id"], s["title"], s["cwd"]) for s in listed] == [("sess_1", "Greeting", str(tmp_path))]
+    shown = cli("sessions", "show", "sess_1", "--store", url)
+    assert "[user] hello" in shown.stdout and "[assistant] hi there" in shown.stdout
+    assert cli("sessions", "delete", "sess_1", "--store", url).returncode == 0
+    assert json.loads(cli("sessions", "list", "--json", "--store", url).stdout) == []
+    missing = cli("sessions", "show", "sess_1", "--store", url)
+    assert missing.returncode == 2 and "session sess_1" in missing.stderr
