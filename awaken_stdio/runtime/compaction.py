@@ -166,13 +166,29 @@ class Compactor:
         self.executor = executor
         self.model_name = model_name
         self.context_window = context_window
+        self._message_tokens: dict[str, int] = {}
+        self._tools_key: object = None
+        self._tools_tokens = 0
 
     def needed(self, view: list[Message], system_prompt: str, tools: list[dict[str, Any]]) -> bool:
-        """Whether automatic compaction is on and the request (prompt, tools, conversation) reaches the threshold."""
+        """Whether automatic compaction is on and the request (prompt, tools, conversation) reaches the threshold.
+
+        Asked before every inference, so estimates are cached: per message id (messages never change) and for
+        the tool list (the same list object while the agent is)."""
         if self.policy.mode == "off":
             return False
-        overhead = len(system_prompt) // 4 + (len(json.dumps(tools, default=str)) // 4 if tools else 0)
-        return overhead + estimate_tokens(view) >= self.policy.threshold * self.context_window
+        if self._tools_key is not tools:
+            self._tools_key, self._tools_tokens = tools, (len(json.dumps(tools, default=str)) // 4 if tools else 0)
+        cache = self._message_tokens
+        conversation = 0
+        for m in view:
+            tokens = cache.get(m.id)
+            if tokens is None:
+                tokens = cache[m.id] = message_tokens(m)
+            conversation += tokens
+        return (
+            len(system_prompt) // 4 + self._tools_tokens + conversation >= self.policy.threshold * self.context_window
+        )
 
     async def compact(self, view: list[Message]) -> CompactionResult:
         """Plan, summarise, and check the savings; the caller appends ``result.summary`` to the durable log."""

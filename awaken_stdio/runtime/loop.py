@@ -124,6 +124,7 @@ class AgentLoop:
         # how many messages the store holds for the thread (more than ``history`` when a summary replaces some)
         self.stored_count = len(history) if stored_count is None else stored_count
         self._compactor = compactor
+        self._compactors: dict[str, Compactor] = {}
         self._compaction_tried = False
         self.store = store
         self.sink = sink
@@ -488,7 +489,9 @@ class AgentLoop:
         """
         if self._compactor is None or self._compaction_tried:
             return
-        compactor = self._compactor(self.agent)
+        compactor = self._compactors.get(self.agent.id)  # one per agent for the run: it caches estimates
+        if compactor is None:
+            compactor = self._compactors[self.agent.id] = self._compactor(self.agent)
         view = model_view(self.messages)
         if not compactor.needed(view, self.agent.spec.system_prompt, self.agent.tool_json):
             return

@@ -10,7 +10,7 @@ processes, terminal rows purged after a day) and needs no database beside the JS
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from awaken_stdio.contract.mailbox import TERMINAL_STATUSES, EffectRecord, RunDispatch
@@ -43,6 +43,7 @@ class MailboxTables(MailboxTable):
         self.thread_of: dict[str, str] = {}
         self.epochs: dict[str, int] = {}
         self.effects: dict[tuple[str, str], EffectRecord] = {}
+        self.open_effects: dict[str, set[str]] = {}  # thread -> calls started and not finished: no full scans
         self.dirty = False
 
     def _all(self) -> list[RunDispatch]:
@@ -125,22 +126,27 @@ class MailboxTables(MailboxTable):
         return len(doomed)
 
     async def effect_put(self, e: EffectRecord) -> None:
-        self.effects[(e.thread_id, e.call_id)] = EffectRecord(**asdict(e))
+        self.effects[(e.thread_id, e.call_id)] = replace(e)  # records are never mutated in place outside
+        self._track(e)
         self.dirty = True
+
+    def _track(self, e: EffectRecord) -> None:
+        calls = self.open_effects.setdefault(e.thread_id, set())
+        if e.status == "started":
+            calls.add(e.call_id)
+        else:
+            calls.discard(e.call_id)
 
     async def effect_finish(self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int) -> None:
         e = self.effects.get((thread_id, call_id))
         if e is not None:
             e.status, e.result, e.updated_at = "finished", result, now
+            self._track(e)
             self.dirty = True
 
     async def effects_open(self, thread_id: str, call_ids: list[str]) -> list[EffectRecord]:
-        wanted = set(call_ids)
-        found = [
-            EffectRecord(**asdict(e))
-            for (t, c), e in self.effects.items()
-            if t == thread_id and (e.status == "started" or c in wanted)
-        ]
+        keys = self.open_effects.get(thread_id, set()) | set(call_ids)
+        found = [replace(e) for c in keys if (e := self.effects.get((thread_id, c))) is not None]
         return sorted(found, key=lambda e: (e.started_at, e.call_id))
 
     async def effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None:
@@ -148,6 +154,7 @@ class MailboxTables(MailboxTable):
             e = self.effects.get((thread_id, c))
             if e is not None and e.status == "started":
                 e.status, e.updated_at = "unknown_after_crash", now
+                self._track(e)
                 self.dirty = True
 
     # -- the file form -----------------------------------------------------------------------------------------
@@ -171,6 +178,7 @@ class MailboxTables(MailboxTable):
         for raw in data.get("effects", ()):
             e = EffectRecord(**raw)
             tables.effects[(e.thread_id, e.call_id)] = e
+            tables._track(e)
         return tables
 
 
