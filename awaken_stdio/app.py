@@ -1,9 +1,10 @@
 """Assembling the application both protocol servers (and the CLI) run: config, store, runtime, tools, plugins.
 
-Two stages, because start-up speed matters: :func:`load_settings` is cheap (TOML + pydantic) and is all a server
-needs to answer ``initialize``; :func:`open_app` opens the store (database drivers), registers the built-in tools,
-the ``@tool`` modules and the permission plugin, starts the mailbox service (``mailbox/service.py``) in a task group
-it owns, and is entered only after that first answer is on the wire.
+Two stages, because start-up speed matters: :func:`load_settings` is cheap (TOML + pydantic; the protocol servers
+answer their first request from the TOML alone, ``protocols/boot.py``, and build these settings after it);
+:func:`open_app` opens the store (database drivers), registers the built-in tools, the ``@tool`` modules and the
+permission plugin, starts the mailbox service (``mailbox/service.py``) in a task group it owns, and is entered only
+after that first answer is on the wire.
 
 Every surface delivers approvals through :meth:`App.decide`, and should start runs with :meth:`App.run`: both go
 through the mailbox, which is what makes a decision resume a run exactly once across processes sharing the store.
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from awaken_stdio.config import STORE_ENV, LoadedConfig, load_config
+from awaken_stdio.config import LoadedConfig, validate_config
+from awaken_stdio.config_file import read_config_file, store_url
 
 if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
     from awaken_stdio.contract.stores import Store
@@ -46,12 +48,9 @@ class Settings:
 
 def load_settings(config: str | None = None, store: str | None = None, cwd: str | None = None) -> Settings:
     """The config file (``--config``/env/default), then ``--store`` > env > config > the default SQLite file."""
-    from awaken_stdio.stores import default_store_url, parse_store_url
-
-    loaded = load_config(config)
-    url = store or os.environ.get(STORE_ENV) or loaded.config.store.url or default_store_url()
-    parse_store_url(url)  # a malformed URL is a usage error now, not after the first request
-    return Settings(loaded, url, os.path.abspath(cwd or os.getcwd()))
+    file = read_config_file(config)
+    loaded = validate_config(file)
+    return Settings(loaded, store_url(store, file), os.path.abspath(cwd or os.getcwd()))
 
 
 @dataclass(slots=True)

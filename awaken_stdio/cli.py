@@ -439,7 +439,7 @@ def _config_example(args: argparse.Namespace) -> int:
 
 
 def _serve_acp(args: argparse.Namespace) -> int:
-    from awaken_stdio.protocols.acp.server import serve
+    from awaken_stdio.protocols.acp.front import serve
 
     return serve(args)
 

@@ -1,20 +1,29 @@
-"""The configuration file: its model, where it is found, and how it becomes an ``AgentRuntime``.
+"""The configuration file: its model, its validation, and how it becomes an ``AgentRuntime``.
 
-The pydantic models below are the single source of ``schemas/config.schema.json`` (``awaken-stdio config
-schema``); a test fails when the committed file drifts. Every problem is reported as one ``ConfigError`` line that
-names the file and the field, which the CLI prints before exiting with code 2.
+Finding and reading the file (and the defaults without one) is ``config_file.py``'s, light enough for the protocol
+servers' first answer; this module validates what it read. The pydantic models below are the single source of
+``schemas/config.schema.json`` (``awaken-stdio config schema``); a test fails when the committed file drifts.
+Every problem is reported as one ``ConfigError`` line that names the file and the field, which the CLI prints
+before exiting with code 2.
 """
 
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from awaken_stdio.config_file import (
+    CONFIG_ENV,
+    STORE_ENV,
+    ConfigFile,
+    default_config_data,
+    default_config_path,
+    read_config_file,
+)
 from awaken_stdio.contract.agent import AgentSpec, ModelSpec
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.runtime.compaction import CompactionPolicy
@@ -24,6 +33,8 @@ if TYPE_CHECKING:
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
 
 __all__ = [
+    "CONFIG_ENV",
+    "STORE_ENV",
     "AgentConfig",
     "Config",
     "LoadedConfig",
@@ -33,10 +44,9 @@ __all__ = [
     "default_config_path",
     "example_config",
     "load_config",
+    "validate_config",
 ]
 
-CONFIG_ENV = "AWAKEN_STDIO_CONFIG"
-STORE_ENV = "AWAKEN_STDIO_STORE"
 Behavior = Literal["allow", "ask", "deny"]
 
 
@@ -182,42 +192,30 @@ class Config(_Model):
 @dataclass(slots=True)
 class LoadedConfig:
     config: Config
-    path: Path | None  # None: no config file, the defaults from the environment
+    file: ConfigFile  # what it was validated from
+
+    @property
+    def path(self) -> Path | None:
+        """The config file, resolved; None: no config file, the defaults from the environment."""
+        return self.file.path
 
     @property
     def base_dir(self) -> Path:
-        return self.path.parent if self.path else Path.cwd()
+        return self.file.base_dir
 
     @property
     def source(self) -> str:
-        return str(self.path) if self.path else "<no config file>"
-
-
-def default_config_path() -> Path:
-    from platformdirs import user_config_dir
-
-    return Path(user_config_dir("awaken-stdio", appauthor=False)) / "config.toml"
+        return str(self.path) if self.path else self.file.source
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> LoadedConfig:
     """``path``, else ``$AWAKEN_STDIO_CONFIG``, else the user config file if it exists, else the defaults."""
-    explicit = path or os.environ.get(CONFIG_ENV)
-    if explicit:
-        file = Path(explicit).expanduser()
-        if not file.is_file():
-            raise ConfigError(f"config file not found: {file}")
-    else:
-        file = default_config_path()
-        if not file.is_file():
-            return LoadedConfig(default_config(), None)
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{file}: cannot read it: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{file}: invalid TOML: {exc}") from exc
-    config = parse_config(data, str(file))
-    return LoadedConfig(config, file.resolve())
+    return validate_config(read_config_file(path))
+
+
+def validate_config(file: ConfigFile) -> LoadedConfig:
+    """The models of a config as read; a wrong field or reference raises ``ConfigError`` naming it."""
+    return LoadedConfig(parse_config(file.data, file.source), file)
 
 
 def parse_config(data: dict[str, Any], source: str) -> Config:
@@ -242,18 +240,7 @@ def _first_error(exc: ValidationError) -> str:
 
 def default_config(env: dict[str, str] | None = None) -> Config:
     """No config file: one agent ``default`` whose model comes from the environment (none if no key is set)."""
-    env = dict(os.environ if env is None else env)
-    models: dict[str, ModelConfig] = {}
-    if env.get("ANTHROPIC_API_KEY"):
-        models["default"] = ModelConfig(
-            provider="anthropic", model="claude-sonnet-4-6", api_key_env="ANTHROPIC_API_KEY"
-        )
-    elif env.get("OPENAI_API_KEY"):
-        models["default"] = ModelConfig(
-            provider="openai", model="gpt-4.1", api_key_env="OPENAI_API_KEY", base_url=env.get("OPENAI_BASE_URL")
-        )
-    agents = {"default": AgentConfig(model="default", expose_mcp=True)} if models else {}
-    return Config(models=models, agents=agents)
+    return Config.model_validate(default_config_data(env))
 
 
 def agent_spec(agent_id: str, agent: AgentConfig) -> AgentSpec:

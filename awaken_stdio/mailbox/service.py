@@ -123,6 +123,7 @@ class _Held:
     lost: bool = False
     result: AgentRunResult | None = None  # of the last execution, recorded with the final ack
     early: list[str] = field(default_factory=list)  # decisions recorded here before the run reached its wait
+    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one take-over at a time
     send: Any = None
     receive: Any = None
 
@@ -174,9 +175,11 @@ class MailboxService:
         """Extend the lease of every held claim; a claim that was lost (interrupted, reclaimed) cancels its run."""
         for thread_id, held in list(self._held.items()):
             c = self.config
-            lease = c.suspended_lease_ms if held.waiting else c.lease_ms
-            if held.settled or await self.mailbox.extend_lease(held.dispatch.dispatch_id, held.token, lease, now_ms()):
-                continue
+            async with held.lock:  # a take-over moves the claim: never renew the one it just acked
+                lease = c.suspended_lease_ms if held.waiting else c.lease_ms
+                dispatch_id, token = held.dispatch.dispatch_id, held.token
+                if held.settled or await self.mailbox.extend_lease(dispatch_id, token, lease, now_ms()):
+                    continue
             log.warning("mailbox: lost the claim on thread %s; cancelling its run here", thread_id)
             held.lost = True
             held.send.close()
@@ -344,12 +347,20 @@ class MailboxService:
         return await self._work(row, sink, context)
 
     async def _take_over(self, held: _Held, dispatch_id: str) -> None:
-        moved = await self.mailbox.transfer_claim(
-            held.dispatch.dispatch_id, held.token, dispatch_id, self.config.lease_ms, now_ms()
-        )
-        if moved is not None:
-            held.dispatch, held.waiting = moved, False
-            held.send.send_nowait(moved)
+        """Move the thread's claim to a recorded decision and hand it to the waiting run, once.
+
+        The poller and a decision taken in this process can race here: serialised per thread, and the loser
+        (the run no longer waits) leaves its decision queued for the next poll, so none is lost or taken twice.
+        """
+        async with held.lock:
+            if not held.waiting:
+                return
+            moved = await self.mailbox.transfer_claim(
+                held.dispatch.dispatch_id, held.token, dispatch_id, self.config.lease_ms, now_ms()
+            )
+            if moved is not None:
+                held.dispatch, held.waiting = moved, False
+                held.send.send_nowait(moved)
 
     async def _background(self, thread_id: str) -> None:
         held = self._held[thread_id]
@@ -371,10 +382,10 @@ class MailboxService:
         try:
             result = await self._execute(held, sink, activation, foreground)
             while wait and result is not None and result.status == "waiting" and not held.lost:
-                held.waiting = True
                 await self._record(held, result, ack=False)  # the row shows the run waiting until taken over
                 lease = self.config.suspended_lease_ms
                 await self.mailbox.extend_lease(held.dispatch.dispatch_id, held.token, lease, now_ms())
+                held.waiting = True  # only now may the poller move the claim: the writes above use the old one
                 if held.early:
                     await self._take_over(held, held.early.pop(0))
                 try:

@@ -53,6 +53,7 @@ from awaken_stdio.contract.inference import (
     UsageChunk,
 )
 from awaken_stdio.contract.messages import Message, TextBlock
+from awaken_stdio.model_defaults import SCRIPTED_MEDIA_INPUT
 
 __all__ = [
     "DEFAULT_CHUNK_CHARS",
@@ -147,8 +148,10 @@ class ScriptCapabilities(_Strict):
 
     context_window: int = Field(default=_DEFAULT_CAPABILITIES.context_window, ge=1)
     max_output_tokens: int = Field(default=_DEFAULT_CAPABILITIES.max_output_tokens, ge=1)
-    image_input: bool = Field(default=True, description="The scripted model ignores content it cannot use.")
-    audio_input: bool = True
+    image_input: bool = Field(
+        default=SCRIPTED_MEDIA_INPUT, description="The scripted model ignores content it cannot use."
+    )
+    audio_input: bool = SCRIPTED_MEDIA_INPUT
 
 
 class ScriptFile(_Strict):

@@ -26,11 +26,13 @@ import os
 from collections.abc import Generator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from awaken_stdio.contract.errors import ConfigError
-from awaken_stdio.contract.stores import Store
+
+if TYPE_CHECKING:  # parse_store_url runs before a protocol server's first answer: keep this module light
+    from awaken_stdio.contract.stores import Store
 
 __all__ = ["StoreURL", "default_store_url", "open_store", "parse_store_url"]
 

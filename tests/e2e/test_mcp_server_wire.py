@@ -229,3 +229,31 @@ async def test_list_changed_modern_listen(tmp_path: Path) -> None:
                 async for _ in events:
                     break
         assert len((await client.list_tools()).tools) > before
+
+
+async def test_first_answer_before_pydantic_and_a_config_that_fails_validation(tmp_path: Path) -> None:
+    """The first answer comes before pydantic loads; a schema error is logged, then fails requests with -32603."""
+    env = make_env(tmp_path, extra="[tools.oops]\n")  # valid TOML, unknown field
+    process = await anyio.open_process(
+        [*env.command(), "--log-level", "debug"], env=env.environ(), stderr=subprocess.PIPE
+    )
+    raw = Raw(process)
+    init = await raw.request(1, "initialize", INIT)
+    assert init["result"]["serverInfo"]["name"] == "awaken-stdio"
+    listed = await raw.request(2, "tools/list")
+    assert listed["error"]["code"] == -32603
+    assert f"{env.config}: tools.oops: unknown field" in listed["error"]["message"]
+    assert (await raw.request(3, "ping"))["result"] == {}
+    assert await close(raw) < 1.0
+    assert process.stderr is not None
+    stderr = b"".join([chunk async for chunk in process.stderr]).decode()
+    assert "answering initialize; heavy modules loaded: none" in stderr
+    assert "tools.oops: unknown field" in stderr
+
+
+async def test_a_config_that_is_not_toml_exits_2_before_serving(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    env.config.write_text("[models\n")
+    done = subprocess.run(env.command(), env=env.environ(), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "invalid TOML" in done.stderr

@@ -1,28 +1,26 @@
 """``awaken-stdio acp``: the Agent Client Protocol (stable v1) agent over stdio.
 
-Start-up is built around the first answer: ``serve`` loads the settings (TOML + pydantic), starts the JSON-RPC peer
-and answers ``initialize`` from them alone; only then does it open the app (store drivers, runtime, tools, the
-permission plugin), and session requests wait for that. Provider SDKs load at the first model call, MCP client
-code at the first session with MCP servers.
+Start-up is built around the first answer: ``front.py`` answers ``initialize`` from the raw config and loads this
+module (pydantic, the validated settings) after it; ``AcpServer.run`` then opens the app (store drivers, runtime,
+tools, the permission plugin), and session requests wait for that. Provider SDKs load at the first model call, MCP
+client code at the first session with MCP servers.
 
-What this module owns: the method table, sessions in memory, prompt turns (queueing, cancellation, permission
-round trips, the re-offer of approvals left pending by an earlier process), and the order of messages a client
-sees. It reaches the runtime only through its public API (``run``, ``cancel``, ``send_decisions``, the store's
-session and run records) and ``App.decide``; events become updates in ``encoder.py``.
+What this module owns: the handler of every method but ``initialize``, sessions in memory, prompt turns (queueing,
+cancellation, permission round trips, the re-offer of approvals left pending by an earlier process), and the order
+of messages a client sees. It reaches the runtime only through its public API (``run``, ``cancel``,
+``send_decisions``, the store's session and run records) and ``App.decide``; events become updates in
+``encoder.py``.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 
 from awaken_stdio.app import Settings, load_settings
 from awaken_stdio.contract.errors import AwakenError, InvalidResume, ThreadAlreadyRunning
@@ -32,6 +30,7 @@ from awaken_stdio.contract.stores import SessionRecord
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.protocols.acp import commands
 from awaken_stdio.protocols.acp.encoder import TurnEncoder, replay, stop_reason, tool_call
+from awaken_stdio.protocols.acp.front import AUTH_METHOD, AUTH_REQUIRED, model_problem
 from awaken_stdio.protocols.acp.permissions import ask_permission
 from awaken_stdio.protocols.acp.sessions import (
     MODES,
@@ -44,10 +43,8 @@ from awaken_stdio.protocols.acp.sessions import (
     session_info,
 )
 from awaken_stdio.protocols.acp.wire import (
-    PROTOCOL_VERSION,
     AuthenticateParams,
     ClientCapabilities,
-    InitializeParams,
     ListSessionsParams,
     LoadSessionParams,
     PromptCapabilities,
@@ -58,7 +55,7 @@ from awaken_stdio.protocols.acp.wire import (
     SetModeParams,
     prompt_to_blocks,
 )
-from awaken_stdio.protocols.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError, JsonRpcPeer, Params
+from awaken_stdio.protocols.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError, JsonRpcPeer
 
 if TYPE_CHECKING:
     from awaken_stdio.app import App
@@ -66,120 +63,45 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.tools import ToolDescriptor
     from awaken_stdio.runtime.activation import RunActivation
 
-__all__ = ["AUTH_REQUIRED", "RESOURCE_NOT_FOUND", "AcpServer", "serve"]
+__all__ = ["RESOURCE_NOT_FOUND", "AcpServer"]
 
 log = logging.getLogger(__name__)
 
-AUTH_REQUIRED = -32000
 RESOURCE_NOT_FOUND = -32002
-AUTH_METHOD = "configure-model"
-_HEAVY_MODULES = ("aiosqlite", "asyncpg", "mcp", "openai", "anthropic")  # must not load before initialize answers
 _APP_OPEN_TIMEOUT_S = 60.0
 _MCP_TIMEOUT_S = 30.0
 _LIST_PAGE = 50
 _TITLE_CHARS = 60
 _MAX_PENDING_ROUNDS = 16  # a resumed run that keeps asking: stop re-offering after this many rounds
-_SESSION_CAPABILITIES = ("list", "resume", "close", "delete", "additionalDirectories")
-_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
-
-
-def serve(args: argparse.Namespace) -> int:
-    """The CLI entry: serve until stdin ends. Configuration errors raise (the CLI exits 2)."""
-    settings = load_settings(args.config, args.store)
-    anyio.run(_serve, settings)
-    return 0
-
-
-async def _serve(settings: Settings) -> None:
-    from awaken_stdio.protocols.stdio import open_stdio
-
-    peer = JsonRpcPeer(watch_parent=True)
-    server = AcpServer(settings, peer)
-    async with open_stdio() as (reader, writer), anyio.create_task_group() as tg:
-        await tg.start(server.run)
-        await peer.run(reader, writer)
-        tg.cancel_scope.cancel()
-
-
-def model_problem(settings: Settings) -> str | None:
-    """Why no model can answer (what to set), or ``None`` when the default agent's model is usable."""
-    import os
-
-    config = settings.loaded.config
-    if not config.agents:
-        return (
-            "no model is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or add [models] and [agents] to "
-            f"{settings.loaded.path or 'a config file (awaken-stdio config example)'}"
-        )
-    agent = config.agents.get(config.default_agent or "") or next(iter(config.agents.values()))
-    model = config.models[agent.model]
-    if model.provider == "scripted" or model.base_url:
-        return None
-    variable = model.api_key_env or _KEY_VARIABLES[model.provider]
-    if not os.environ.get(variable):
-        return f"model {agent.model!r} needs an API key: set {variable}"
-    return None
-
-
-def _prompt_capabilities(settings: Settings) -> PromptCapabilities:
-    """What the default agent's model accepts (from the config; no provider SDK is imported)."""
-    from awaken_stdio.config import model_spec
-    from awaken_stdio.providers import create_executor
-
-    config = settings.loaded.config
-    if not config.agents:
-        return PromptCapabilities()
-    agent = config.agents.get(config.default_agent or "") or next(iter(config.agents.values()))
-    model = config.models[agent.model]
-    caps = create_executor(model_spec(agent.model, model), settings.loaded.base_dir).capabilities(model.model)
-    return PromptCapabilities(image=caps.image_input, audio=caps.audio_input)
-
-
-Handler = Callable[[Any], Awaitable[Any]]
 
 
 class AcpServer:
-    """One client connection: the handlers of every ACP method and the sessions it opened."""
+    """One client connection: the handlers of the ACP methods ``front.py`` forwards, and the sessions it opened."""
 
-    def __init__(self, settings: Settings, peer: JsonRpcPeer) -> None:
+    def __init__(
+        self, settings: Settings, peer: JsonRpcPeer, client: dict[str, Any], prompt_caps: dict[str, bool]
+    ) -> None:
         self.settings = settings
         self.peer = peer
-        self.client = ClientCapabilities()
-        self.prompt_caps = PromptCapabilities()
+        self.adopt_client(client, prompt_caps)
         self.sessions: dict[str, Session] = {}
         self._app: App | None = None
         self._app_error: BaseException | None = None
         self._app_ready = anyio.Event()
-        self._open_app = anyio.Event()
         self._tg: anyio.abc.TaskGroup | None = None
-        for name, handler in {
-            "initialize": self.initialize,
-            "authenticate": self.authenticate,
-            "session/new": self.new_session,
-            "session/load": self.load_session,
-            "session/resume": self.resume_session,
-            "session/list": self.list_sessions,
-            "session/close": self.close_session,
-            "session/delete": self.delete_session,
-            "session/set_mode": self.set_mode,
-            "session/set_config_option": self.set_config_option,
-            "session/prompt": self.prompt,
-        }.items():
-            peer.register(name, _adapt(handler))
-        peer.register_notification("session/cancel", _adapt(self.cancel))
+
+    def adopt_client(self, client: dict[str, Any], prompt_caps: dict[str, bool]) -> None:
+        """What the last ``initialize`` said (``clientCapabilities``) and was told (``promptCapabilities``)."""
+        self.client = ClientCapabilities.model_validate(client)
+        self.prompt_caps = PromptCapabilities.model_validate(prompt_caps)
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Own the background tasks and the app; the app opens once ``initialize`` is answered (or first needed)."""
+        """Own the background tasks and the app, opened at once (this server loads after the first answer)."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
             task_status.started()
-            await self._open_app.wait()
-            # The initialize answer was queued before this task woke; yield once more so the writer puts it on
-            # the wire before the imports below hold the event loop.
-            for _ in range(2):
-                await anyio.lowlevel.checkpoint()
             from awaken_stdio.app import open_app
 
             try:
@@ -195,7 +117,6 @@ class AcpServer:
                 self._app = None
 
     async def _ready(self) -> App:
-        self._open_app.set()
         with anyio.fail_after(_APP_OPEN_TIMEOUT_S):
             await self._app_ready.wait()
         if self._app is None:
@@ -203,7 +124,7 @@ class AcpServer:
         return self._app
 
     async def _app_with_model(self) -> App:
-        problem = model_problem(self.settings)
+        problem = model_problem(self.settings.loaded.file)
         if problem is not None:
             raise JsonRpcError(AUTH_REQUIRED, f"Authentication required: {problem}", {"authMethodId": AUTH_METHOD})
         return await self._ready()
@@ -217,37 +138,14 @@ class AcpServer:
         assert self._tg is not None
         self._tg.start_soon(send)
 
-    # -- initialize / authenticate ------------------------------------------------------------------------------
-
-    async def initialize(self, params: Any) -> dict[str, Any]:
-        p = InitializeParams.model_validate(params or {})
-        self.client = p.client_capabilities
-        self.prompt_caps = _prompt_capabilities(self.settings)
-        problem = model_problem(self.settings)
-        from awaken_stdio import __version__
-
-        if log.isEnabledFor(logging.DEBUG):
-            loaded = [m for m in _HEAVY_MODULES if m in sys.modules]
-            log.debug("answering initialize; heavy modules loaded: %s", ", ".join(loaded) or "none")
-        self._open_app.set()
-        return {
-            "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": True,
-                "promptCapabilities": self.prompt_caps.model_dump(by_alias=True),
-                "mcpCapabilities": {"http": True, "sse": False},
-                "sessionCapabilities": {key: {} for key in _SESSION_CAPABILITIES},
-            },
-            "agentInfo": {"name": "awaken-stdio", "title": "awaken-stdio", "version": __version__},
-            "authMethods": [_auth_method(problem)] if problem else [],
-        }
+    # -- authenticate ---------------------------------------------------------------------------------------------
 
     async def authenticate(self, params: Any) -> dict[str, Any]:
         """Re-read the configuration (a key or config file set since start-up) and adopt its agents and models."""
         AuthenticateParams.model_validate(params or {})
         settings = load_settings(str(self.settings.loaded.path) if self.settings.loaded.path else None,
                                  self.settings.store_url, self.settings.cwd)  # fmt: skip
-        problem = model_problem(settings)
+        problem = model_problem(settings.loaded.file)
         if problem is not None:
             raise JsonRpcError(AUTH_REQUIRED, f"Authentication required: {problem}", {"authMethodId": AUTH_METHOD})
         app = await self._ready()
@@ -721,18 +619,7 @@ def _not_found(session_id: str, why: str = "") -> JsonRpcError:
     return JsonRpcError(RESOURCE_NOT_FOUND, f"Resource not found: session {session_id}{why}", {"sessionId": session_id})
 
 
-def _auth_method(problem: str) -> dict[str, Any]:
-    return {"id": AUTH_METHOD, "name": "Configure a model", "description": problem}
-
-
 def _stored_servers(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What is kept of ``mcpServers`` in the store: how to reach each server, never its env or headers (secrets)."""
     keep = ("name", "type", "command", "args", "url")
     return [{k: e[k] for k in keep if k in e} for e in entries]
-
-
-def _adapt(handler: Handler) -> Callable[[Params, Any], Awaitable[Any]]:
-    async def call(params: Params, ctx: Any) -> Any:
-        return await handler(params)
-
-    return call

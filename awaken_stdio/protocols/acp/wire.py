@@ -22,6 +22,7 @@ from awaken_stdio.contract.messages import (
     ResourceLinkBlock,
     TextBlock,
 )
+from awaken_stdio.protocols.acp.front import PROTOCOL_VERSION
 from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
 
 __all__ = [
@@ -40,8 +41,6 @@ __all__ = [
     "content_block_to_wire",
     "prompt_to_blocks",
 ]
-
-PROTOCOL_VERSION = 1
 
 
 class _Wire(BaseModel):

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -40,14 +39,14 @@ from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.contract.tools import CancelToken, ToolCallContext, ToolOutput, ToolResult, tool_error_result
-from awaken_stdio.protocols.jsonrpc import ConnectionClosedError, JsonRpcError, JsonRpcPeer, RequestId
+from awaken_stdio.protocols.jsonrpc import ConnectionClosedError, JsonRpcError, JsonRpcPeer
 from awaken_stdio.protocols.mcp.approvals import (
     approval_message,
     can_elicit,
     decision_from_answer,
     elicitation_params,
 )
-from awaken_stdio.protocols.mcp.wire import LOG_LEVELS, LogLevel, text_block
+from awaken_stdio.protocols.mcp.wire import HEARTBEAT_S, LOG_LEVELS, LogLevel, Request, text_block
 from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 
 if TYPE_CHECKING:
@@ -55,28 +54,15 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.stores import WaitingTicket
     from awaken_stdio.protocols.mcp.approvals import StateSeal
     from awaken_stdio.protocols.mcp.catalog import Entry
-    from awaken_stdio.protocols.mcp.wire import CallToolParams
+    from awaken_stdio.protocols.mcp.params import CallToolParams
 
-__all__ = ["MAX_RESULT_CHARS", "CallRunner", "Refusal", "Request", "ToolCall"]
+__all__ = ["MAX_RESULT_CHARS", "CallRunner", "Refusal", "ToolCall"]
 
 log = logging.getLogger(__name__)
 
 MAX_RESULT_CHARS = 100_000  # ~25k tokens, where hosts start cutting results themselves
-HEARTBEAT_S = 10.0  # under the 15 s some clients reset their timeouts on
 ELICITATION_TIMEOUT_S = 600.0
 _DIRECT = "mcp-direct"  # thread, run and agent id of tool calls made outside any agent run
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """What a handler needs to know about the request it serves, in either era."""
-
-    era: Literal["legacy", "modern"]
-    version: str
-    request_id: RequestId
-    client_capabilities: dict[str, Any] = field(default_factory=dict)
-    progress_token: str | int | None = None
-    log_level: LogLevel | None = None
 
 
 class Refusal(Exception):

@@ -6,9 +6,12 @@ handshake era, 2024-11-05 to 2025-11-25; a request whose ``_meta`` carries the 2
 one); the per-request envelope checks; ``resultType`` and the ``serverInfo`` stamp on modern results; ``tools/list``
 and its change notifications; logging; and ``tools/call``, whose work lives in ``calls.py``.
 
-Start-up order matters to hosts that give a server 5-10 s (DESIGN section 6): nothing but the config is loaded
-before the first answer is on the wire. Then the app opens (store, runtime, tools) and the configured MCP servers
-connect, each under its own timeout, before the first ``tools/list`` is answered, so that listing is complete.
+Start-up order matters to hosts that give a server 5-10 s (DESIGN section 6): this module imports only the
+standard library, anyio and the light ``wire.py``, and the config is only read as TOML (``protocols/boot.py``)
+before the first answer is on the wire; ``initialize`` params are checked by hand. Then the config is validated
+(pydantic) and the app opens (store, runtime, tools) and the configured MCP servers connect, each under its own
+timeout, before the first ``tools/list`` is answered, so that listing is complete. A config the validation rejects
+is logged, and every request that needs the app fails with -32603 and its text.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import anyio.abc
 
+from awaken_stdio.protocols.boot import Startup, loaded_heavy_modules
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -31,10 +35,10 @@ from awaken_stdio.protocols.jsonrpc import (
     Params,
     RequestContext,
 )
-from awaken_stdio.protocols.mcp.calls import HEARTBEAT_S, Request, ToolCall
 from awaken_stdio.protocols.mcp.wire import (
     CLIENT_CAPABILITIES_KEY,
     HANDSHAKE_VERSIONS,
+    HEARTBEAT_S,
     LOG_LEVEL_KEY,
     LOG_LEVELS,
     MODERN_VERSIONS,
@@ -42,20 +46,15 @@ from awaken_stdio.protocols.mcp.wire import (
     SERVER_INFO_KEY,
     SUBSCRIPTION_ID_KEY,
     UNSUPPORTED_PROTOCOL_VERSION,
-    CallToolParams,
-    CancelledParams,
-    InitializeParams,
-    ListenParams,
-    ListToolsParams,
     LogLevel,
-    SetLevelParams,
+    Request,
 )
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
 
-    from awaken_stdio.app import App, Settings
-    from awaken_stdio.protocols.mcp.calls import CallRunner
+    from awaken_stdio.app import App
+    from awaken_stdio.protocols.mcp.calls import CallRunner, ToolCall
     from awaken_stdio.protocols.mcp.catalog import Catalog
 
 __all__ = ["McpServer", "serve"]
@@ -80,13 +79,13 @@ class McpServer:
 
     def __init__(
         self,
-        settings: Settings,
+        startup: Startup,
         *,
         page_size: int = DEFAULT_PAGE_SIZE,
         heartbeat_s: float = HEARTBEAT_S,
         watch_parent: bool = True,
     ) -> None:
-        self.settings = settings
+        self.startup = startup
         self.peer = JsonRpcPeer(watch_parent=watch_parent)
         self.page_size = page_size
         self.heartbeat_s = heartbeat_s
@@ -127,13 +126,13 @@ class McpServer:
         from awaken_stdio.protocols.mcp.calls import CallRunner
 
         try:
-            async with open_app(self.settings) as app:
+            settings = self.startup.settings()
+            async with open_app(settings) as app:
                 import jsonschema  # noqa: F401 - loaded now rather than on the first tools/call
 
                 seal = StateSeal(await load_seal_key(app.store))
-                config = self.settings.loaded.config
                 self._app = app
-                self._runner = CallRunner(app, seal, self.peer, permission=config.mcp.permission)
+                self._runner = CallRunner(app, seal, self.peer, permission=settings.loaded.config.mcp.permission)
                 app.tool_listeners.append(self._on_app_tools_changed)
                 await self._serve_app()
         except Exception as exc:
@@ -205,6 +204,8 @@ class McpServer:
             params = params or {}
             assert ctx.request_id is not None
             request = self._admit(method, params, ctx.request_id)
+            if not self._want_app.is_set():
+                log.debug("answering %s; heavy modules loaded: %s", method, loaded_heavy_modules())
             result = await handler(params, request, ctx)
             if request.era == "modern":
                 result.setdefault("resultType", "complete")
@@ -260,12 +261,11 @@ class McpServer:
     # -- handlers -----------------------------------------------------------------------------------------------
 
     async def _initialize(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
-        p = InitializeParams.model_validate(params)
-        version = p.protocol_version if p.protocol_version in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
+        asked, self._client_capabilities, client_info = _initialize_params(params)
+        version = asked if asked in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
         self._version = version
-        self._client_capabilities = p.capabilities
-        client = (p.client_info or {}).get("name", "an unnamed client")
-        log.info("initialize from %s: protocol %s (asked %s)", client, version, p.protocol_version)
+        client = (client_info or {}).get("name", "an unnamed client")
+        log.info("initialize from %s: protocol %s (asked %s)", client, version, asked)
         return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": True}, "logging": {}},
@@ -277,6 +277,8 @@ class McpServer:
         return {}
 
     async def _set_level(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+        from awaken_stdio.protocols.mcp.params import SetLevelParams
+
         self._log_level = SetLevelParams.model_validate(params).level
         return {}
 
@@ -292,6 +294,7 @@ class McpServer:
 
     async def _list_tools(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
         from awaken_stdio.protocols.mcp.catalog import InvalidCursor
+        from awaken_stdio.protocols.mcp.params import ListToolsParams
 
         cursor = ListToolsParams.model_validate(params).cursor
         await self._app_ready()
@@ -309,6 +312,8 @@ class McpServer:
 
     async def _call_tool(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
         from awaken_stdio.protocols.mcp.approvals import InvalidState
+        from awaken_stdio.protocols.mcp.calls import ToolCall
+        from awaken_stdio.protocols.mcp.params import CallToolParams
 
         p = CallToolParams.model_validate(params)
         runner = await self._app_ready()
@@ -336,6 +341,8 @@ class McpServer:
             del self._calls[request.request_id]
 
     async def _listen(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+        from awaken_stdio.protocols.mcp.params import ListenParams
+
         wanted = ListenParams.model_validate(params).notifications
         meta = {SUBSCRIPTION_ID_KEY: request.request_id}
         honored = {"toolsListChanged": True} if wanted.get("toolsListChanged") else {}
@@ -357,6 +364,8 @@ class McpServer:
     async def _cancelled(self, params: Params, ctx: RequestContext) -> None:
         if not isinstance(params, dict):
             return
+        from awaken_stdio.protocols.mcp.params import CancelledParams
+
         p = CancelledParams.model_validate(params)
         call = self._calls.get(p.request_id)
         if call is not None:
@@ -393,6 +402,21 @@ def _envelope(meta: Any) -> tuple[str, dict[str, Any]]:
     return version, capabilities
 
 
+def _initialize_params(params: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+    """``protocolVersion``, ``capabilities`` and ``clientInfo``, checked by hand when each has its plain type.
+
+    Anything else goes through the pydantic model, whose error (-32602) is the answer, as it always was.
+    """
+    version, capabilities = params.get("protocolVersion"), params.get("capabilities", {})
+    info = params.get("clientInfo")
+    if isinstance(version, str) and isinstance(capabilities, dict) and isinstance(info, dict | None):
+        return version, capabilities, info
+    from awaken_stdio.protocols.mcp.params import InitializeParams
+
+    p = InitializeParams.model_validate(params)
+    return p.protocol_version, p.capabilities, p.client_info
+
+
 def _server_info() -> dict[str, Any]:
     from awaken_stdio import __version__
 
@@ -415,16 +439,16 @@ class _Announcing(anyio.abc.ByteSendStream):
 
 
 def serve(args: argparse.Namespace) -> int:
-    """The ``awaken-stdio mcp`` command: serve stdin/stdout until EOF; a bad config exits 2 before any output."""
-    from awaken_stdio.app import load_settings
+    """The ``awaken-stdio mcp`` command: serve stdin/stdout until EOF.
 
-    settings = load_settings(args.config, args.store, args.cwd)
-    anyio.run(_serve_stdio, settings, backend="asyncio")
+    An unreadable config file, bad TOML or a bad store URL exits 2 before any output.
+    """
+    anyio.run(_serve_stdio, Startup.from_args(args), backend="asyncio")
     return 0
 
 
-async def _serve_stdio(settings: Settings) -> None:
+async def _serve_stdio(startup: Startup) -> None:
     from awaken_stdio.protocols.stdio import open_stdio
 
     async with open_stdio() as (reader, writer):
-        await McpServer(settings).run(reader, writer)
+        await McpServer(startup).run(reader, writer)

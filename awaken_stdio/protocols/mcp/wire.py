@@ -1,21 +1,23 @@
-"""MCP wire vocabulary: protocol versions, reserved ``_meta`` keys, error codes and the inbound params we read.
+"""MCP wire vocabulary: protocol versions, reserved ``_meta`` keys, error codes, what a handler knows of a request.
 
-Thin on purpose: the ``mcp`` SDK's models cost ~170 ms to import and the server must answer its first request long
-before that (DESIGN section 1). Inbound params are small pydantic models built on first use (``defer_build``); a
-``ValidationError`` they raise becomes -32602 at the peer's one exception-to-wire boundary. Outbound results are
-plain dicts, checked against the SDK's ``mcp_types`` models by the tests.
+Thin on purpose, and the standard library only: the server answers its first request from this alone, before
+pydantic loads (the ``mcp`` SDK's models cost ~170 ms to import; DESIGN section 1). The inbound params of the other
+requests are pydantic models in ``params.py``. Outbound results are plain dicts, checked against the SDK's
+``mcp_types`` models by the tests.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from awaken_stdio.protocols.jsonrpc import RequestId
 
 __all__ = [
     "CLIENT_CAPABILITIES_KEY",
     "CLIENT_INFO_KEY",
     "HANDSHAKE_VERSIONS",
+    "HEARTBEAT_S",
     "LOG_LEVELS",
     "LOG_LEVEL_KEY",
     "MODERN_VERSIONS",
@@ -23,13 +25,8 @@ __all__ = [
     "SERVER_INFO_KEY",
     "SUBSCRIPTION_ID_KEY",
     "UNSUPPORTED_PROTOCOL_VERSION",
-    "CallToolParams",
-    "CancelledParams",
-    "InitializeParams",
-    "ListToolsParams",
-    "ListenParams",
     "LogLevel",
-    "SetLevelParams",
+    "Request",
     "text_block",
 ]
 
@@ -47,41 +44,19 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022  # data {supported, requested}
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+HEARTBEAT_S = 10.0  # progress while an agent runs: under the 15 s some clients reset their timeouts on
 
 
-class _Params(BaseModel):
-    # Unknown fields are the client's business (newer revisions add some); ``_meta`` is read from the raw dict.
-    model_config = ConfigDict(extra="ignore", defer_build=True, populate_by_name=True)
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a handler needs to know about the request it serves, in either era."""
 
-
-class InitializeParams(_Params):
-    protocol_version: str = Field(alias="protocolVersion")
-    capabilities: dict[str, Any] = Field(default_factory=dict)
-    client_info: dict[str, Any] | None = Field(None, alias="clientInfo")
-
-
-class ListToolsParams(_Params):
-    cursor: str | None = None
-
-
-class CallToolParams(_Params):
-    name: str
-    arguments: dict[str, Any] | None = None
-    input_responses: dict[str, Any] | None = Field(None, alias="inputResponses")
-    request_state: str | None = Field(None, alias="requestState")
-
-
-class SetLevelParams(_Params):
-    level: LogLevel
-
-
-class CancelledParams(_Params):
-    request_id: int | str = Field(alias="requestId")
-    reason: str | None = None
-
-
-class ListenParams(_Params):
-    notifications: dict[str, Any] = Field(default_factory=dict)
+    era: Literal["legacy", "modern"]
+    version: str
+    request_id: RequestId
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    progress_token: str | int | None = None
+    log_level: LogLevel | None = None
 
 
 def text_block(text: str) -> dict[str, Any]:

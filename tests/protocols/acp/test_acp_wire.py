@@ -9,6 +9,8 @@ import subprocess
 import anyio
 import pytest
 
+from awaken_stdio.protocols.boot import HEAVY_MODULES
+
 from .conftest import ROOT, validate_def
 
 pytestmark = pytest.mark.anyio
@@ -86,7 +88,9 @@ async def test_stdout_carries_only_protocol_lines_bad_frames_are_answered_and_eo
     for line in agent.lines + [line for line in rest.split(b"\n") if line]:
         assert json.loads(line)["jsonrpc"] == "2.0"  # every stdout line is one JSON-RPC message
     assert "DEBUG" in stderr  # logs went to stderr
-    # initialize was answered before any provider SDK, MCP client code or database driver was imported
+    # initialize was answered before pydantic, the config models, any provider SDK, MCP client code or database
+    # driver was imported
+    assert {"pydantic", "awaken_stdio.config", "aiosqlite", "mcp", "openai"} <= set(HEAVY_MODULES)
     assert "answering initialize; heavy modules loaded: none" in stderr
 
 
@@ -101,3 +105,35 @@ async def test_a_session_update_before_initialize_is_not_needed_for_session_new(
         await process.stdin.aclose()
         with anyio.fail_after(5):
             await process.wait()
+
+
+async def test_a_config_that_fails_validation_is_reported_after_the_first_answer(harness):
+    """Valid TOML, wrong schema: initialize still answers (from the raw file); every later request is -32603."""
+    config = harness.dir / "config.toml"
+    config.write_text('[models.m]\nprovider = "scripted"\nscript = "s.json"\n[agents.a]\nmodel = "m"\nmax_rounds = 0\n')
+    harness.config = config
+    async with await _spawn(harness) as process:
+        agent = RawAgent(process)
+        init = await agent.request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        validate_def("InitializeResponse", init["result"])
+        for id, method in ((2, "session/new"), (3, "session/list")):
+            error = (await agent.request(id, method, {"cwd": str(harness.workspace), "mcpServers": []}))["error"]
+            assert error["code"] == -32603
+            assert f"{config}: agents.a.max_rounds" in error["message"], error
+        assert process.stdin is not None and process.stderr is not None
+        await process.stdin.aclose()
+        with anyio.fail_after(5):
+            assert await process.wait() == 0
+        stderr = b"".join([chunk async for chunk in process.stderr]).decode()
+    assert "agents.a.max_rounds" in stderr  # logged, not only answered
+
+
+async def test_a_config_that_is_not_toml_exits_2_before_serving(harness):
+    harness.config = harness.dir / "config.toml"
+    harness.config.write_text("[models\n")
+    async with await _spawn(harness) as process:
+        assert process.stdout is not None and process.stderr is not None
+        with anyio.fail_after(10):
+            assert await process.wait() == 2
+        assert b"".join([chunk async for chunk in process.stdout]) == b""
+        assert "invalid TOML" in b"".join([chunk async for chunk in process.stderr]).decode()

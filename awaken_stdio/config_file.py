@@ -1,0 +1,99 @@
+"""The configuration before validation: where the file is found, its TOML as read, the defaults without one.
+
+Light on purpose (the standard library, plus platformdirs for the default paths): the protocol servers read the
+config here and answer their first request from the raw data before pydantic loads; ``config.py`` validates the
+same :class:`ConfigFile` into its models afterwards. A file that cannot be read or is not TOML is a
+``ConfigError`` here already; a wrong field only in ``config.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from awaken_stdio.contract.errors import ConfigError
+
+__all__ = [
+    "CONFIG_ENV",
+    "STORE_ENV",
+    "ConfigFile",
+    "default_config_data",
+    "default_config_path",
+    "read_config_file",
+    "store_url",
+]
+
+CONFIG_ENV = "AWAKEN_STDIO_CONFIG"
+STORE_ENV = "AWAKEN_STDIO_STORE"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigFile:
+    """The config as read: TOML data not yet validated, or the defaults from the environment."""
+
+    data: dict[str, Any]
+    path: Path | None  # resolved; None: no config file, the defaults from the environment
+    source: str  # how errors name it
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent if self.path else Path.cwd()
+
+
+def default_config_path() -> Path:
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("awaken-stdio", appauthor=False)) / "config.toml"
+
+
+def read_config_file(path: str | os.PathLike[str] | None = None) -> ConfigFile:
+    """``path``, else ``$AWAKEN_STDIO_CONFIG``, else the user config file if it exists, else the defaults."""
+    explicit = path or os.environ.get(CONFIG_ENV)
+    if explicit:
+        file = Path(explicit).expanduser()
+        if not file.is_file():
+            raise ConfigError(f"config file not found: {file}")
+    else:
+        file = default_config_path()
+        if not file.is_file():
+            return ConfigFile(default_config_data(), None, "<no config file>")
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: cannot read it: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML: {exc}") from exc
+    return ConfigFile(data, file.resolve(), str(file))
+
+
+def default_config_data(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """No config file: one agent ``default`` whose model comes from the environment (none if no key is set)."""
+    env = os.environ if env is None else env
+    if env.get("ANTHROPIC_API_KEY"):
+        model = {"provider": "anthropic", "model": "claude-sonnet-4-6", "api_key_env": "ANTHROPIC_API_KEY"}
+    elif env.get("OPENAI_API_KEY"):
+        model = {"provider": "openai", "model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY"}
+        if env.get("OPENAI_BASE_URL"):
+            model["base_url"] = env["OPENAI_BASE_URL"]
+    else:
+        return {}
+    return {"models": {"default": model}, "agents": {"default": {"model": "default", "expose_mcp": True}}}
+
+
+def store_url(explicit: str | None, file: ConfigFile) -> str:
+    """``explicit`` (``--store``), else ``$AWAKEN_STDIO_STORE``, else the config's, else the default SQLite file.
+
+    Checked without touching the disk or network: a malformed URL raises ``ConfigError`` now, not at first use.
+    """
+    from awaken_stdio.stores import default_store_url, parse_store_url
+
+    store = file.data.get("store")
+    configured = store.get("url") if isinstance(store, dict) else None
+    url = explicit or os.environ.get(STORE_ENV) or (configured if isinstance(configured, str) else None)
+    url = url or default_store_url()
+    parse_store_url(url)
+    return url

@@ -1,0 +1,263 @@
+"""``awaken-stdio acp`` up to its first answer: ``initialize`` from the raw config, the agent loaded after it.
+
+``serve`` reads the config as TOML only (``protocols/boot.py``) and starts the JSON-RPC peer with ``initialize``
+answered here and every other method forwarded to ``AcpServer`` (``server.py``). That module, pydantic, the validated
+config and then the app load once the answer is on the wire, or as soon as another request needs them; requests
+that arrive meanwhile wait. A config the validation rejects is logged, and every forwarded request then fails with
+-32603 and its text.
+
+What ``initialize`` says is read from the raw data: whether the default agent's model is usable (``authMethods``)
+and what it accepts (``promptCapabilities``, from ``model_defaults.py`` or a scripted model's script). This module
+owns the method table; ``AcpServer`` owns what each method does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.lowlevel
+
+from awaken_stdio.contract.errors import ConfigError
+from awaken_stdio.model_defaults import SCRIPTED_MEDIA_INPUT, family_capabilities
+from awaken_stdio.protocols.boot import Startup, loaded_heavy_modules
+from awaken_stdio.protocols.jsonrpc import (
+    INTERNAL_ERROR,
+    JsonRpcError,
+    JsonRpcPeer,
+    NotificationHandler,
+    Params,
+    RequestContext,
+    RequestHandler,
+)
+
+if TYPE_CHECKING:
+    from awaken_stdio.config_file import ConfigFile
+    from awaken_stdio.protocols.acp.server import AcpServer
+
+__all__ = ["AUTH_METHOD", "AUTH_REQUIRED", "PROTOCOL_VERSION", "AcpFront", "model_problem", "serve"]
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+AUTH_REQUIRED = -32000
+AUTH_METHOD = "configure-model"
+# method -> the AcpServer handler that serves it (initialize is answered here)
+REQUESTS = {
+    "authenticate": "authenticate",
+    "session/new": "new_session",
+    "session/load": "load_session",
+    "session/resume": "resume_session",
+    "session/list": "list_sessions",
+    "session/close": "close_session",
+    "session/delete": "delete_session",
+    "session/set_mode": "set_mode",
+    "session/set_config_option": "set_config_option",
+    "session/prompt": "prompt",
+}
+NOTIFICATIONS = {"session/cancel": "cancel"}
+_SESSION_CAPABILITIES = ("list", "resume", "close", "delete", "additionalDirectories")
+_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def serve(args: argparse.Namespace) -> int:
+    """The CLI entry: serve until stdin ends. An unreadable config or a bad store URL raises (the CLI exits 2)."""
+    anyio.run(_serve, Startup.from_args(args))
+    return 0
+
+
+async def _serve(startup: Startup) -> None:
+    from awaken_stdio.protocols.stdio import open_stdio
+
+    peer = JsonRpcPeer(watch_parent=True)
+    front = AcpFront(startup, peer)
+    async with open_stdio() as (reader, writer), anyio.create_task_group() as tg:
+        tg.start_soon(front.run)
+        await peer.run(reader, writer)
+        tg.cancel_scope.cancel()
+
+
+class AcpFront:
+    """Answers ``initialize``; forwards every other method to the ``AcpServer`` it loads after that answer."""
+
+    def __init__(self, startup: Startup, peer: JsonRpcPeer) -> None:
+        self.startup = startup
+        self.peer = peer
+        self.client: dict[str, Any] = {}  # the clientCapabilities of the last initialize
+        self.prompt_caps: dict[str, bool] = {}  # what the last initialize advertised
+        self.server: AcpServer | None = None
+        self._problem = ""  # why the agent could not load
+        self._wanted = anyio.Event()
+        self._loaded = anyio.Event()
+        peer.register("initialize", self.initialize)
+        for method, handler in REQUESTS.items():
+            peer.register(method, self._forward(handler))
+        for method, handler in NOTIFICATIONS.items():
+            peer.register_notification(method, self._forward_notification(handler))
+
+    async def run(self) -> None:
+        """Load the agent once it is wanted (``initialize`` answered, or another request came), then run it."""
+        await self._wanted.wait()
+        # The initialize answer was queued before this task woke; yield once more so the writer puts it on the
+        # wire before the imports below hold the event loop.
+        for _ in range(2):
+            await anyio.lowlevel.checkpoint()
+        try:
+            settings = self.startup.settings()
+        except ConfigError as exc:
+            log.error("the agent cannot start: %s", exc)
+            self._problem = str(exc)
+            self._loaded.set()
+            return
+        from awaken_stdio.protocols.acp.server import AcpServer
+
+        server = AcpServer(settings, self.peer, self.client, self.prompt_caps)
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.run)
+            self.server = server
+            self._loaded.set()
+
+    async def _server(self) -> AcpServer:
+        self._wanted.set()
+        await self._loaded.wait()
+        if self.server is None:
+            raise JsonRpcError(INTERNAL_ERROR, f"the agent could not start: {self._problem}")
+        return self.server
+
+    def _forward(self, handler: str) -> RequestHandler:
+        async def forward(params: Params, ctx: RequestContext) -> Any:
+            return await getattr(await self._server(), handler)(params)
+
+        return forward
+
+    def _forward_notification(self, handler: str) -> NotificationHandler:
+        async def forward(params: Params, ctx: RequestContext) -> None:
+            if self.server is not None:  # before the agent loads, no session exists to act on
+                await getattr(self.server, handler)(params)
+
+        return forward
+
+    async def initialize(self, params: Params, ctx: RequestContext) -> dict[str, Any]:
+        self.client = client_capabilities(params)
+        file = self.server.settings.loaded.file if self.server else self.startup.file  # authenticate re-reads it
+        self.prompt_caps = prompt_capabilities(file)
+        if self.server is not None:
+            self.server.adopt_client(self.client, self.prompt_caps)
+        problem = model_problem(file)
+        from awaken_stdio import __version__
+
+        log.debug("answering initialize; heavy modules loaded: %s", loaded_heavy_modules())
+        self._wanted.set()
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": self.prompt_caps,
+                "mcpCapabilities": {"http": True, "sse": False},
+                "sessionCapabilities": {key: {} for key in _SESSION_CAPABILITIES},
+            },
+            "agentInfo": {"name": "awaken-stdio", "title": "awaken-stdio", "version": __version__},
+            "authMethods": [_auth_method(problem)] if problem else [],
+        }
+
+
+def client_capabilities(params: Params) -> dict[str, Any]:
+    """The ``clientCapabilities`` of ``initialize`` params, checked by hand when every field has its plain type.
+
+    Anything else (a wrong type, or a value pydantic would coerce) goes through the wire model, whose error is the
+    answer as before; only then does pydantic load before the answer.
+    """
+    if not params:
+        return {}
+    if isinstance(params, dict):
+        caps: Any = params.get("clientCapabilities", {})
+        fs: Any = caps.get("fs", {}) if isinstance(caps, dict) else None
+        if (
+            isinstance(fs, dict)
+            and type(params.get("protocolVersion", PROTOCOL_VERSION)) is int
+            and all(type(fs.get(key, False)) is bool for key in ("readTextFile", "writeTextFile"))
+            and type(caps.get("terminal", False)) is bool
+            and isinstance(caps.get("session"), dict | None)
+            and isinstance(params.get("clientInfo"), dict | None)
+        ):
+            return caps  # type: ignore[no-any-return]
+    from awaken_stdio.protocols.acp.wire import InitializeParams
+
+    return InitializeParams.model_validate(params).client_capabilities.model_dump(by_alias=True)
+
+
+def _table(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def default_model(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The default agent's model id and table from raw config data; ``None`` when no agent is configured.
+
+    A config the validation will reject gives an empty table: its error is reported after the first answer.
+    """
+    agents = _table(data, "agents")
+    if not agents:
+        return None
+    name = data.get("default_agent")
+    agent = (agents.get(name) if isinstance(name, str) else None) or next(iter(agents.values()))
+    model_id = agent.get("model") if isinstance(agent, dict) else None
+    if not isinstance(model_id, str):
+        return "", {}
+    model = _table(data, "models").get(model_id)
+    return model_id, model if isinstance(model, dict) else {}
+
+
+def model_problem(file: ConfigFile) -> str | None:
+    """Why no model can answer (what to set), or ``None`` when the default agent's model is usable."""
+    default = default_model(file.data)
+    if default is None:
+        return (
+            "no model is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or add [models] and [agents] to "
+            f"{file.path or 'a config file (awaken-stdio config example)'}"
+        )
+    model_id, model = default
+    if model.get("provider") == "scripted" or model.get("base_url"):
+        return None
+    variable = model.get("api_key_env") or _KEY_VARIABLES.get(model.get("provider"))
+    if variable and not os.environ.get(variable):
+        return f"model {model_id!r} needs an API key: set {variable}"
+    return None
+
+
+def prompt_capabilities(file: ConfigFile) -> dict[str, bool]:
+    """``promptCapabilities``: what the default agent's model accepts, known without loading any provider."""
+    image = audio = False
+    default = default_model(file.data)
+    if default is not None:
+        model_id, model = default
+        if model.get("provider") == "scripted":
+            declared = _script_capabilities(file, model.get("script"))
+            image = bool(declared.get("image_input", SCRIPTED_MEDIA_INPUT))
+            audio = bool(declared.get("audio_input", SCRIPTED_MEDIA_INPUT))
+        else:
+            image = family_capabilities(str(model.get("model") or model_id), model)[2]
+    return {"image": image, "audio": audio, "embeddedContext": True}
+
+
+def _script_capabilities(file: ConfigFile, script: Any) -> dict[str, Any]:
+    """The ``capabilities`` a scripted model's script declares; ``{}`` when it cannot be read (reported later)."""
+    if not isinstance(script, str):
+        return {}
+    path = Path(script)
+    try:
+        data = json.loads((path if path.is_absolute() else file.base_dir / path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    caps = data.get("capabilities") if isinstance(data, dict) else None
+    return caps if isinstance(caps, dict) else {}
+
+
+def _auth_method(problem: str) -> dict[str, Any]:
+    return {"id": AUTH_METHOD, "name": "Configure a model", "description": problem}
