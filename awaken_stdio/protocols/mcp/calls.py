@@ -289,7 +289,7 @@ class CallRunner:
             cwd=self.app.settings.cwd,
         )
         try:
-            return await self.app.runtime.run(activation, call.on_event)
+            return await self.app.run(activation, call.on_event)  # holds the thread: exactly once across processes
         except ThreadAlreadyRunning:
             raise Refusal(
                 f"The conversation {args.get('session_id')} is busy with another run; wait for it to finish, or "
