@@ -135,15 +135,18 @@ class FunctionTool(Tool):
     def validate_args(self, args: dict[str, Any] | None) -> dict[str, Any]:
         """Check ``args`` against the signature; return them as sent (``None`` as ``{}``).
 
-        They are not returned normalised: ``execute`` validates again from the same input, so the arguments the
-        runtime records are the model's own and a non-idempotent validator never runs on its own output.
+        They are not returned normalised, so the arguments the runtime records are the model's own and a
+        non-idempotent validator never runs on its own output. The copy returned carries the validated model, which
+        the next ``execute`` of this tool uses instead of validating the same input again.
         """
-        self._signature.validate(args)
-        return {} if args is None else args
+        instance = self._signature.validate(args)
+        return _CheckedArgs(self._signature, instance, {} if args is None else args)
 
     async def execute(self, args: dict[str, Any] | None, ctx: ToolCallContext) -> Any:
         """Call the function; its return value is made JSON-ready unless it already is a result."""
-        posargs, kwargs = self._signature.call_args(self._signature.validate(args), ctx)
+        sig = self._signature
+        instance = args.take(sig) if isinstance(args, _CheckedArgs) else None
+        posargs, kwargs = sig.call_args(instance if instance is not None else sig.validate(args), ctx)
         try:
             if self._is_async:
                 value = await self.func(*posargs, **kwargs)
@@ -238,14 +241,15 @@ class _Signature:
             raise TypeError(f"tool {tool_name!r}: cannot resolve the type hints of its function: {exc}") from exc
         params: list[tuple[inspect.Parameter, Any]] = []
         context: list[str] = []
-        for p in inspect.signature(func).parameters.values():
+        parameters = inspect.signature(func).parameters.values()
+        for p in parameters:
             hint = hints.get(p.name, Any)
             if _is_context(hint):
                 context.append(p.name)
             else:
                 params.append((p, hint))
         returns = hints.get("return")
-        posonly = tuple(p.name for p in inspect.signature(func).parameters.values() if p.kind is p.POSITIONAL_ONLY)
+        posonly = tuple(p.name for p in parameters if p.kind is p.POSITIONAL_ONLY)
         if len(params) == 1 and params[0][0].default is inspect.Parameter.empty:
             p, hint = params[0]
             model_type = _unannotated(hint)
@@ -301,6 +305,26 @@ class _Signature:
             return portable_schema(TypeAdapter(ret).json_schema(mode="serialization"))
         except PydanticUserError:
             return None
+
+
+class _CheckedArgs(dict[str, Any]):
+    """Arguments ``validate_args`` accepted, with their validated model for one ``execute`` of the same tool.
+
+    Used once: executing the same arguments again validates afresh, as the function may have changed the model.
+    """
+
+    __slots__ = ("_instance", "_signature")
+
+    def __init__(self, signature: _Signature, instance: BaseModel, args: dict[str, Any]) -> None:
+        super().__init__(args)
+        self._signature: _Signature | None = signature
+        self._instance = instance
+
+    def take(self, signature: _Signature) -> BaseModel | None:
+        if self._signature is not signature:
+            return None
+        self._signature = None
+        return self._instance
 
 
 def explain_validation_error(exc: ValidationError) -> str:

@@ -26,9 +26,7 @@ import logging
 import math
 import os
 import re
-import signal
 import subprocess
-import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
@@ -40,6 +38,7 @@ import anyio.abc
 
 from awaken_stdio.contract.errors import ConfigError, ToolError
 from awaken_stdio.contract.tools import EMPTY_SCHEMA, Tool, ToolCallContext, ToolDescriptor, ToolResult, infer_tool_kind
+from awaken_stdio.tools._processes import stop_process_group, wait_until
 from awaken_stdio.tools.schema import PortabilityError, portable_schema
 
 if TYPE_CHECKING:
@@ -85,7 +84,6 @@ _MAX_NAME = 64  # model APIs cap tool names at 64 characters
 _MAX_PAGES = 1000  # a server whose cursors never end cannot hang a listing
 _MAX_LINE = 32 * 1024 * 1024  # one JSON-RPC message from a stdio server
 _MAX_LOG_LINE = 64 * 1024  # one stderr line; longer ones are logged in pieces
-_POLL_S = 0.02  # how often a process exit is checked
 _EXIT_CODE_WAIT_S = 1.0  # after stdout EOF, how long to wait for the exit code that explains it
 _STDERR_TAIL, _STDERR_TAIL_CHARS = 3, 200  # the stderr lines a failed start is reported with
 _DRAIN_S = 0.5  # after the group is gone, how long its last stderr lines may take to arrive
@@ -746,7 +744,8 @@ async def _stdio_transport(spec: McpServerSpec, link: _Link) -> AsyncIterator[An
             # Stopping must finish even when we are cancelled, or the server would outlive us; every wait is bounded.
             with anyio.CancelScope(shield=True):
                 await write_send.aclose()
-                await _stop_process_group(process, spec.stop_grace_s)
+                if not await stop_process_group(process, spec.stop_grace_s):
+                    logger.warning("MCP server process %d is still alive after SIGKILL; abandoning it", process.pid)
                 with anyio.move_on_after(_DRAIN_S):  # the server's last words
                     await stderr_done.wait()
                     await stdout_done.wait()
@@ -760,14 +759,19 @@ class _LineTooLong(Exception):
 
 
 class _LineReader:
-    """The lines of a byte stream without their ``\\n``; one longer than ``limit`` is cut (``cut``) or an error."""
+    """The lines of a byte stream without their ``\\n``; one longer than ``limit`` is cut (``cut``) or an error.
+
+    A line's pieces are joined once, when it ends: a multi-megabyte message arriving in 64 KiB chunks is not copied
+    and searched again for every chunk.
+    """
 
     def __init__(self, stream: anyio.abc.ByteReceiveStream, limit: int, *, cut: bool = False) -> None:
         self._stream = stream
         self._limit = limit
         self._cut = cut
-        self._buffer = b""
-        self._lines: list[bytes] = []
+        self._pending: list[bytes] = []  # the unfinished line's pieces
+        self._pending_size = 0
+        self._lines: deque[bytes] = deque()
         self._eof = False
 
     async def read(self) -> bytes | None:
@@ -776,89 +780,35 @@ class _LineReader:
             if self._eof:
                 return None
             try:
-                self._buffer += await self._stream.receive()
+                chunk = await self._stream.receive()
             except anyio.EndOfStream:
                 self._eof = True
-                if self._buffer:
-                    self._lines.append(self._buffer)
-                    self._buffer = b""
+                if self._pending_size:
+                    self._lines.append(self._take_pending())
                 continue
-            *self._lines, self._buffer = self._buffer.split(b"\n")
-            if len(self._buffer) > self._limit:
+            if b"\n" in chunk:
+                first, *middle, last = chunk.split(b"\n")
+                self._pending.append(first)
+                self._lines.append(self._take_pending())
+                self._lines.extend(middle)
+                chunk = last
+            if chunk:
+                self._pending.append(chunk)
+                self._pending_size += len(chunk)
+            if self._pending_size > self._limit:
                 if not self._cut:
                     raise _LineTooLong(f"it sent a line of more than {self._limit} bytes")
-                self._lines.append(self._buffer)
-                self._buffer = b""
-        return self._lines.pop(0)
+                self._lines.append(self._take_pending())
+        return self._lines.popleft()
+
+    def _take_pending(self) -> bytes:
+        line = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_size = 0
+        return line
 
 
 async def _exit_reason(process: anyio.abc.Process) -> str:
-    if not await _wait_until(lambda: process.returncode is not None, _EXIT_CODE_WAIT_S):
+    if not await wait_until(lambda: process.returncode is not None, _EXIT_CODE_WAIT_S):
         return "it closed its stdout"
     return f"it exited with code {process.returncode}"
-
-
-async def _stop_process_group(process: anyio.abc.Process, grace: float) -> None:
-    """End the server and everything it started: stdin closed, then SIGTERM, then SIGKILL, each after ``grace``.
-
-    The group is signalled even when the server exited by itself on stdin EOF: a grandchild it left behind is still
-    in the group (the server was started in a session of its own).
-    """
-    assert process.stdin is not None
-    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        await process.stdin.aclose()
-    if await _wait_until(lambda: process.returncode is not None, grace) and not _group_alive(process):
-        return
-    for sig in (signal.SIGTERM, getattr(signal, "SIGKILL", signal.SIGTERM)):
-        _signal_group(process, sig)
-        if await _wait_until(lambda: not _group_alive(process), grace):
-            return
-    logger.warning("MCP server process %d is still alive after SIGKILL; abandoning it", process.pid)
-
-
-async def _wait_until(condition: Callable[[], bool], limit_s: float) -> bool:
-    """Poll ``condition`` for up to ``limit_s``: process exits have no event (asyncio's ``wait()`` also waits for
-    the pipes, which a grandchild may hold open)."""
-    with anyio.move_on_after(limit_s):
-        while not condition():  # noqa: ASYNC110
-            await anyio.sleep(_POLL_S)
-    return condition()
-
-
-def _signal_group(process: anyio.abc.Process, sig: int) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        if sys.platform != "win32":
-            os.killpg(process.pid, sig)
-        elif sig == signal.SIGTERM:  # no process groups: the server only
-            process.terminate()
-        else:
-            process.kill()
-
-
-def _group_alive(process: anyio.abc.Process) -> bool:
-    """Whether the server or anything in its process group still runs; zombies do not count (nobody may reap
-    them)."""
-    if process.returncode is None:
-        return True
-    if sys.platform == "win32":
-        return False
-    try:
-        os.killpg(process.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not sys.platform.startswith("linux"):
-        return True
-    with os.scandir("/proc") as entries:
-        return any(_running_in_group(entry.name, process.pid) for entry in entries if entry.name.isdigit())
-
-
-def _running_in_group(pid: str, pgid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    fields = stat[stat.rindex(b")") + 2 :].split()  # after "pid (comm) ": state, ppid, pgrp, ...
-    return int(fields[2]) == pgid and fields[0] not in (b"Z", b"X")

@@ -29,6 +29,7 @@ import anyio.abc
 import anyio.to_thread
 
 from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.tools._processes import signal_group
 
 if TYPE_CHECKING:
     from awaken_stdio.contract.tools import ToolCallContext
@@ -474,18 +475,11 @@ async def _pump_until_exit(process: anyio.abc.Process, output: _TailBuffer, on_o
 
 async def _stop_group(process: anyio.abc.Process, grace_s: float) -> None:
     """SIGTERM the command's process group, SIGKILL it if the leader is still there after ``grace_s``."""
-    _signal_group(process.pid, signal.SIGTERM)
+    signal_group(process, signal.SIGTERM)
     with anyio.move_on_after(grace_s):
         await process.wait()
-    _signal_group(process.pid, signal.SIGKILL)  # also reaches children that outlived the shell
+    signal_group(process, signal.SIGKILL)  # also reaches children that outlived the shell
     await process.wait()
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is gone already
 
 
 class _TailBuffer:
