@@ -108,9 +108,7 @@ def classify_error(exc: BaseException) -> ErrorClass:
         return "permanent"
     if isinstance(exc, ProviderError):
         return "transient" if exc.retryable else "permanent"
-    if isinstance(exc, ThreadAlreadyRunning | StoreError):
-        return "transient"
-    return "transient"
+    return "transient"  # ThreadAlreadyRunning, StoreError and anything unforeseen: retried with backoff
 
 
 @dataclass(slots=True)
@@ -173,8 +171,8 @@ class MailboxService:
 
     async def renew(self) -> None:
         """Extend the lease of every held claim; a claim that was lost (interrupted, reclaimed) cancels its run."""
+        c = self.config
         for thread_id, held in list(self._held.items()):
-            c = self.config
             async with held.lock:  # a take-over moves the claim: never renew the one it just acked
                 lease = c.suspended_lease_ms if held.waiting else c.lease_ms
                 dispatch_id, token = held.dispatch.dispatch_id, held.token

@@ -1,13 +1,28 @@
-"""The lifecycle every backend shares: an async context manager with ``aclose()`` that refuses use after close."""
+"""The lifecycle every backend shares (an async context manager with ``aclose()`` that refuses use after close),
+and ``drive``, which runs the shared async store logic synchronously where it cannot suspend."""
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from types import TracebackType
-from typing import Self
+from typing import Any, Self, TypeVar
 
 from awaken_stdio.contract.errors import StoreUnavailable
 
-__all__ = ["BaseStore"]
+__all__ = ["BaseStore", "drive"]
+
+T = TypeVar("T")
+
+
+def drive(coro: Coroutine[Any, Any, T]) -> T:
+    """Run to completion, synchronously, a coroutine that never suspends: the shared async logic over a table or
+    transaction whose calls return at once (SQLite on its connection thread, the file mailbox's dicts)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("a store operation that must run synchronously tried to suspend")
 
 
 class BaseStore:

@@ -11,7 +11,7 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, TypeVar
 
 from awaken_stdio.contract.errors import VersionConflict
@@ -26,6 +26,7 @@ from awaken_stdio.contract.stores import (
 )
 
 __all__ = [
+    "FAR",
     "FIRST_PAGE_KEY",
     "SortKey",
     "check_count",
@@ -40,20 +41,19 @@ __all__ = [
     "dumps",
     "encode_cursor",
     "grant_from_json",
-    "grant_to_json",
     "loads",
     "page_from_rows",
     "page_newest_first",
+    "record_to_json",
     "session_from_json",
-    "session_to_json",
     "thread_from_json",
-    "thread_to_json",
 ]
 
 T = TypeVar("T")
 SortKey = tuple[int, str]
-# Larger than any millisecond timestamp: "start before everything" without a NULL branch in the SQL.
-FIRST_PAGE_KEY: SortKey = (1 << 62, "")
+# Larger than any timestamp, sequence number or row count: "no bound" without a NULL branch in the SQL.
+FAR = 1 << 62
+FIRST_PAGE_KEY: SortKey = (FAR, "")
 
 _encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 loads = json.loads
@@ -67,17 +67,10 @@ def dumps(value: Any) -> str:
 # -- records without their own JSON form ---------------------------------------------------------------------
 
 
-def thread_to_json(t: ThreadRecord) -> dict[str, Any]:
-    return {
-        "thread_id": t.thread_id,
-        "title": t.title,
-        "agent_id": t.agent_id,
-        "parent_thread_id": t.parent_thread_id,
-        "message_count": t.message_count,
-        "metadata": t.metadata,
-        "created_at": t.created_at,
-        "updated_at": t.updated_at,
-    }
+def record_to_json(record: ThreadRecord | SessionRecord | PermissionGrant) -> dict[str, Any]:
+    """Every field by name, values shared (the caller encodes at once). Decoding stays per record type below:
+    it supplies defaults for fields a hand-edited file may lack."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 def thread_from_json(d: dict[str, Any]) -> ThreadRecord:
@@ -91,23 +84,6 @@ def thread_from_json(d: dict[str, Any]) -> ThreadRecord:
         int(d.get("created_at", 0)),
         int(d.get("updated_at", 0)),
     )
-
-
-def session_to_json(s: SessionRecord) -> dict[str, Any]:
-    return {
-        "session_id": s.session_id,
-        "thread_id": s.thread_id,
-        "cwd": s.cwd,
-        "agent_id": s.agent_id,
-        "title": s.title,
-        "mode": s.mode,
-        "model": s.model,
-        "additional_directories": s.additional_directories,
-        "mcp_servers": s.mcp_servers,
-        "origin": s.origin,
-        "created_at": s.created_at,
-        "updated_at": s.updated_at,
-    }
 
 
 def session_from_json(d: dict[str, Any]) -> SessionRecord:
@@ -125,18 +101,6 @@ def session_from_json(d: dict[str, Any]) -> SessionRecord:
         int(d.get("created_at", 0)),
         int(d.get("updated_at", 0)),
     )
-
-
-def grant_to_json(g: PermissionGrant) -> dict[str, Any]:
-    return {
-        "grant_id": g.grant_id,
-        "workspace": g.workspace,
-        "tool": g.tool,
-        "behavior": g.behavior,
-        "pattern": g.pattern,
-        "created_at": g.created_at,
-        "expires_at": g.expires_at,
-    }
 
 
 def grant_from_json(d: dict[str, Any]) -> PermissionGrant:

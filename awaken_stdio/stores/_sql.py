@@ -32,23 +32,22 @@ from awaken_stdio.contract.stores import (
 )
 from awaken_stdio.stores._base import BaseStore
 from awaken_stdio.stores._codec import (
+    FAR,
     check_count,
     check_limit,
     check_run_thread,
     decode_cursor,
     dumps,
     grant_from_json,
-    grant_to_json,
     loads,
     page_from_rows,
+    record_to_json,
     session_from_json,
-    session_to_json,
 )
 
 __all__ = ["THREAD_COLUMNS", "Queries", "SqlStore", "Tx"]
 
 T = TypeVar("T")
-_END = 1 << 62  # past the last message sequence number
 
 
 class Tx(Protocol):
@@ -174,7 +173,7 @@ class SqlStore(BaseStore, Store):
             row = await tx.fetchone(q.thread_get, thread_id)
             if row is None:
                 return None
-            messages = await tx.fetchall(q.messages_range, thread_id, 0, _END)
+            messages = await tx.fetchall(q.messages_range, thread_id, 0, FAR)
             latest = await tx.fetchone(q.run_latest, thread_id)
             return LoadedThread(
                 _thread(row),
@@ -186,7 +185,7 @@ class SqlStore(BaseStore, Store):
         return await self._read(load, snapshot=True)
 
     async def load_messages(self, thread_id: str, *, offset: int = 0, limit: int | None = None) -> list[Message]:
-        end = _END if limit is None else offset + limit
+        end = FAR if limit is None else offset + limit
         rows = await self._fetchall(self.q.messages_range, thread_id, offset, end)
         return [message_from_json(loads(r[0])) for r in rows]
 
@@ -204,11 +203,14 @@ class SqlStore(BaseStore, Store):
             now = now_ms()
             # The guarded bump is the version check: it matches only at the expected count, and (PostgreSQL)
             # row-locks the thread, so a concurrent checkpoint waits for us and then fails the same guard.
-            if not await tx.execute(q.thread_bump, added, now, state, cp.thread_id, first):
+            # Only a first checkpoint (expected count 0) may create the thread; any other miss is a conflict,
+            # named with the count actually found.
+            if not await tx.execute(q.thread_bump, added, now, state, cp.thread_id, first) and (
+                first != 0 or not await tx.execute(q.thread_insert, cp.thread_id, cp.run.agent_id, added, state, now)
+            ):
                 row = await tx.fetchone(q.thread_count, cp.thread_id)
                 check_count(cp, row[0] if row is not None else 0)
-                if not await tx.execute(q.thread_insert, cp.thread_id, cp.run.agent_id, added, state, now):
-                    raise VersionConflict(f"messages of thread {cp.thread_id}", first, "created concurrently")
+                raise VersionConflict(f"messages of thread {cp.thread_id}", first, "created concurrently")
             if rows:
                 await tx.executemany(q.messages_insert, rows)
             await tx.execute(q.run_upsert, *run_row)
@@ -308,7 +310,7 @@ class SqlStore(BaseStore, Store):
     async def save_session(self, session: SessionRecord) -> None:
         s = session
         await self._execute(
-            self.q.session_upsert, s.session_id, s.thread_id, s.cwd, s.updated_at, dumps(session_to_json(s))
+            self.q.session_upsert, s.session_id, s.thread_id, s.cwd, s.updated_at, dumps(record_to_json(s))
         )
 
     async def load_session(self, session_id: str) -> SessionRecord | None:
@@ -335,7 +337,7 @@ class SqlStore(BaseStore, Store):
     async def add_grant(self, grant: PermissionGrant) -> None:
         g = grant
         await self._execute(
-            self.q.grant_upsert, g.grant_id, g.workspace, g.created_at, g.expires_at, dumps(grant_to_json(g))
+            self.q.grant_upsert, g.grant_id, g.workspace, g.created_at, g.expires_at, dumps(record_to_json(g))
         )
 
     async def list_grants(self, workspace: str, *, now: int | None = None) -> list[PermissionGrant]:

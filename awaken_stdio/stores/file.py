@@ -54,13 +54,11 @@ from awaken_stdio.stores._codec import (
     check_run_thread,
     dumps,
     grant_from_json,
-    grant_to_json,
     loads,
     page_newest_first,
+    record_to_json,
     session_from_json,
-    session_to_json,
     thread_from_json,
-    thread_to_json,
 )
 from awaken_stdio.stores.migrations import APPLICATION
 
@@ -186,7 +184,7 @@ class FileStore(BaseStore, Store):
         c = self._commit(thread_id)
         if c is None:
             c = {
-                "thread": thread_to_json(ThreadRecord(thread_id, agent_id=agent_id)),
+                "thread": record_to_json(ThreadRecord(thread_id, agent_id=agent_id)),
                 "state": None,
                 "chunks": [],
                 "runs": {},
@@ -271,7 +269,7 @@ class FileStore(BaseStore, Store):
         self._save_commit(thread["thread_id"], c)
 
     async def save_thread(self, thread: ThreadRecord) -> None:
-        await self._run(self._save_thread, thread_to_json(thread))
+        await self._run(self._save_thread, record_to_json(thread))
 
     def _load_thread_state(self, thread_id: str) -> PersistedState | None:
         c = self._commit(thread_id)
@@ -393,7 +391,7 @@ class FileStore(BaseStore, Store):
         return self.root / "sessions" / f"{_name(session_id)}.json"
 
     async def save_session(self, session: SessionRecord) -> None:
-        await self._run(_write_atomic, self._session_path(session.session_id), dumps(session_to_json(session)))
+        await self._run(_write_atomic, self._session_path(session.session_id), dumps(record_to_json(session)))
 
     async def load_session(self, session_id: str) -> SessionRecord | None:
         d = await self._run(_read, self._session_path(session_id))
@@ -415,7 +413,7 @@ class FileStore(BaseStore, Store):
         return self.root / "grants" / f"{_name(grant_id)}.json"
 
     async def add_grant(self, grant: PermissionGrant) -> None:
-        await self._run(_write_atomic, self._grant_path(grant.grant_id), dumps(grant_to_json(grant)))
+        await self._run(_write_atomic, self._grant_path(grant.grant_id), dumps(record_to_json(grant)))
 
     async def list_grants(self, workspace: str, *, now: int | None = None) -> list[PermissionGrant]:
         at = now_ms() if now is None else now

@@ -51,6 +51,11 @@ class MailboxTable(Protocol):
         """Create the thread's epoch row if missing, lock it until the transaction ends; its epoch."""
         ...
 
+    async def lock_thread_of(self, dispatch_id: str) -> int | None:
+        """``lock_thread`` for the dispatch's thread in one step (its thread id never changes); ``None`` when
+        there is no such dispatch."""
+        ...
+
     async def epoch(self, thread_id: str) -> int: ...
 
     async def set_epoch(self, thread_id: str, epoch: int) -> None: ...
@@ -119,11 +124,10 @@ def _requeue(d: RunDispatch, available_at: int, now: int, error: str) -> None:
 
 
 async def _locked_get(t: MailboxTable, dispatch_id: str) -> tuple[RunDispatch | None, int]:
-    """The row, read again after its thread's lock is held, and the thread's epoch."""
-    d = await t.get(dispatch_id)
-    if d is None:
+    """The row, read only once its thread's lock is held (so it is current), and the thread's epoch."""
+    epoch = await t.lock_thread_of(dispatch_id)
+    if epoch is None:
         return None, 0
-    epoch = await t.lock_thread(d.thread_id)
     return await t.get(dispatch_id), epoch
 
 

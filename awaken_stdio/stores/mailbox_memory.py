@@ -9,11 +9,12 @@ processes, terminal rows purged after a day) and needs no database beside the JS
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from awaken_stdio.contract.mailbox import TERMINAL_STATUSES, EffectRecord, RunDispatch
+from awaken_stdio.stores._base import drive
+from awaken_stdio.stores._codec import FAR, dumps
 from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op
 
 if TYPE_CHECKING:
@@ -23,7 +24,6 @@ __all__ = ["FileMailbox", "MailboxTables", "MemoryMailbox"]
 
 T = TypeVar("T")
 FILE_NAME = "mailbox.json"
-_FAR = 1 << 62
 
 
 def _order(d: RunDispatch) -> tuple[int, int, str]:
@@ -54,6 +54,10 @@ class MailboxTables(MailboxTable):
             self.epochs[thread_id] = 0
             self.dirty = True
         return self.epochs[thread_id]
+
+    async def lock_thread_of(self, dispatch_id: str) -> int | None:
+        thread = self.thread_of.get(dispatch_id)
+        return await self.lock_thread(thread) if thread is not None else None
 
     async def epoch(self, thread_id: str) -> int:
         return self.epochs.get(thread_id, 0)
@@ -101,7 +105,7 @@ class MailboxTables(MailboxTable):
         return out
 
     async def queued_threads(self, now: int | None) -> list[str]:
-        at = _FAR if now is None else now
+        at = FAR if now is None else now
         return sorted(
             t
             for t, rows in self.rows.items()
@@ -195,23 +199,12 @@ class MemoryMailbox(MailboxBase):
         return await self._write(fn)
 
 
-def drive(coro: Coroutine[Any, Any, T]) -> T:
-    """Run to completion, synchronously, a coroutine that never suspends (the shared logic on dict tables)."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    coro.close()
-    raise RuntimeError("a mailbox operation tried to suspend")
-
-
 class FileMailbox(MailboxBase):
     def __init__(self, store: FileStore) -> None:
         self._store = store
 
     def _apply(self, fn: Op[T]) -> T:
-        from awaken_stdio.stores._codec import dumps
-        from awaken_stdio.stores.file import _read, _write_atomic
+        from awaken_stdio.stores.file import _read, _write_atomic  # here: memory:// never loads file.py
 
         path = self._store.root / FILE_NAME
         tables = MailboxTables.from_json(_read(path) or {})

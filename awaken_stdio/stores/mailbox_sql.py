@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import TERMINAL_STATUSES, DispatchRequest, EffectRecord, RunDispatch
-from awaken_stdio.stores._codec import dumps, loads
+from awaken_stdio.stores._codec import FAR, dumps, loads
 from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op
 
 if TYPE_CHECKING:
@@ -26,7 +26,6 @@ __all__ = ["SqlMailbox"]
 
 T = TypeVar("T")
 Dialect = Literal["sqlite", "postgres"]
-_FAR = 1 << 62
 
 COLUMNS = (
     "dispatch_id, thread_id, run_id, request, priority, dedupe_key, dispatch_epoch, status, available_at, "
@@ -46,6 +45,11 @@ def _marks(n: int) -> str:
 
 LOCK_THREAD = """
     INSERT INTO thread_dispatch_epochs (thread_id, current_epoch) VALUES (?, 0)
+    ON CONFLICT (thread_id) DO UPDATE SET current_epoch = thread_dispatch_epochs.current_epoch
+    RETURNING current_epoch"""
+LOCK_THREAD_OF = """
+    INSERT INTO thread_dispatch_epochs (thread_id, current_epoch)
+    SELECT thread_id, 0 FROM run_dispatches WHERE dispatch_id = ?
     ON CONFLICT (thread_id) DO UPDATE SET current_epoch = thread_dispatch_epochs.current_epoch
     RETURNING current_epoch"""
 EPOCH = "SELECT current_epoch FROM thread_dispatch_epochs WHERE thread_id = ?"
@@ -205,6 +209,10 @@ class _SqlTable(MailboxTable):
         assert row is not None
         return int(row[0])
 
+    async def lock_thread_of(self, dispatch_id: str) -> int | None:
+        row = await self._one(LOCK_THREAD_OF, dispatch_id)
+        return int(row[0]) if row is not None else None
+
     async def epoch(self, thread_id: str) -> int:
         row = await self._one(EPOCH, thread_id)
         return int(row[0]) if row is not None else 0
@@ -226,7 +234,7 @@ class _SqlTable(MailboxTable):
         self, thread_id: str, statuses: tuple[str, ...] | None, limit: int | None = None, offset: int = 0
     ) -> list[RunDispatch]:
         sql = thread_rows_sql(None if statuses is None else len(statuses))
-        rows = await self._all(sql, thread_id, *(statuses or ()), _FAR if limit is None else limit, offset)
+        rows = await self._all(sql, thread_id, *(statuses or ()), FAR if limit is None else limit, offset)
         return [_dispatch(r) for r in rows]
 
     async def dedupe_taken(self, thread_id: str, key: str) -> bool:
@@ -242,7 +250,7 @@ class _SqlTable(MailboxTable):
         return {r[0]: int(r[1]) for r in await self._all(COUNTS)}
 
     async def queued_threads(self, now: int | None) -> list[str]:
-        return [r[0] for r in await self._all(QUEUED_THREADS, _FAR if now is None else now)]
+        return [r[0] for r in await self._all(QUEUED_THREADS, FAR if now is None else now)]
 
     async def queued_for_holder(self, consumer: str) -> list[RunDispatch]:
         return [_dispatch(r) for r in await self._all(QUEUED_FOR_HOLDER, consumer)]

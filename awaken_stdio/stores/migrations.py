@@ -253,4 +253,4 @@ async def migrate(tx: Tx, q: Queries, dialect: Dialect, location: str) -> int:
         for statement in step.statements(dialect):
             await tx.execute(statement)
         await tx.execute(q.meta_set, "schema_version", str(step.version))
-    return max(found, MIGRATIONS[-1].version if MIGRATIONS else 0)
+    return latest

@@ -3,7 +3,7 @@
 Two aiosqlite connections: a writer and a reader, each behind an ``anyio.Lock`` held for a whole transaction
 (aiosqlite serialises statements, not transactions). A transaction runs whole on its connection's thread, in one
 hop from the event loop rather than one per statement (three times the checkpoints per second on a busy machine);
-the shared async store logic runs there unchanged because its statements never suspend (``_drive``). A cancelled
+the shared async store logic runs there unchanged because its statements never suspend (``_base.drive``). A cancelled
 caller waits until its transaction has committed or rolled back completely. Writes run in ``BEGIN IMMEDIATE``, so
 a transaction takes the write lock before it reads and cannot fail half-way on a lock upgrade. WAL lets readers run
 beside the writer (of this process and of others); ``synchronous=NORMAL`` keeps every committed transaction across
@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import aiosqlite
 import anyio
 
 from awaken_stdio.contract.errors import StoreError, StoreUnavailable
+from awaken_stdio.stores._base import drive
 from awaken_stdio.stores._codec import dumps
 from awaken_stdio.stores._sql import THREAD_COLUMNS, Queries, SqlStore, Tx
 from awaken_stdio.stores.migrations import migrate
@@ -136,25 +137,14 @@ class _SqliteTx(Tx):
         self._conn.executemany(sql, rows)
 
 
-def _drive(coro: Coroutine[Any, Any, T]) -> T:
-    """Run to completion, synchronously, a coroutine whose only awaits are ``_SqliteTx`` calls (which never
-    suspend): the shared async store logic then runs on the connection thread in one go."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    coro.close()
-    raise RuntimeError("an SQLite transaction tried to suspend")
-
-
 def _run_transaction(conn: sqlite3.Connection, begin: str | None, fn: Callable[[Tx], Awaitable[T]]) -> T:
     """One whole transaction on the connection thread: ``begin``, ``fn``, then COMMIT, or ROLLBACK on any error.
     Nothing can interleave, and a caller cancelled meanwhile leaves a transaction that is complete either way."""
     if begin is None:
-        return _drive(fn(_SqliteTx(conn)))  # type: ignore[arg-type]
+        return drive(fn(_SqliteTx(conn)))  # type: ignore[arg-type]
     conn.execute(begin)
     try:
-        result = _drive(fn(_SqliteTx(conn)))  # type: ignore[arg-type]
+        result = drive(fn(_SqliteTx(conn)))  # type: ignore[arg-type]
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
