@@ -32,7 +32,7 @@ from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.contract.tools import CancelToken, Tool
 from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.runtime.compaction import CompactionPolicy, CompactionResult, Compactor, model_view
-from awaken_stdio.runtime.loop import AgentLoop
+from awaken_stdio.runtime.loop import CHECKPOINT_RETRIES, AgentLoop
 from awaken_stdio.runtime.plugins import Plugin
 from awaken_stdio.runtime.resolve import ResolvedAgent, resolve_agent
 
@@ -219,7 +219,9 @@ class AgentRuntime:
     ) -> RunRecord:
         """Pick the run: an explicit continuation, the thread's waiting run when deciding, else a new one."""
         if activation.continue_run_id:
-            record = await self.store.load_run(activation.continue_run_id)
+            # usually the thread's latest run (``resume``, a live waiting run): already loaded with the thread
+            same = latest is not None and latest.run_id == activation.continue_run_id
+            record = latest if same else await self.store.load_run(activation.continue_run_id)
             if record is None or record.thread_id != thread_id:
                 raise InvalidResume(f"run {activation.continue_run_id} does not exist on thread {thread_id}")
             if record.status == "done":
@@ -311,7 +313,8 @@ class AgentRuntime:
     async def _append(self, thread_id: str, message: Message) -> None:
         """Append one message outside a run: a checkpoint re-saving the latest run record as it is."""
         count = 0
-        for _ in range(8):  # a conflict means another writer appended meanwhile: the summary goes after theirs
+        # a conflict means another writer appended meanwhile: the summary goes after theirs
+        for _ in range(CHECKPOINT_RETRIES):
             loaded = await self.store.load_thread(thread_id)
             assert loaded is not None and loaded.latest_run is not None  # a thread with messages has had a run
             count = loaded.thread.message_count

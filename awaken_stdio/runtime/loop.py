@@ -62,6 +62,7 @@ from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext, Tool
 from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.runtime.compaction import Compactor, model_view
 from awaken_stdio.runtime.executors import INTERRUPTED, CallResult, executor_for
+from awaken_stdio.runtime.frontend import FrontEndTool
 from awaken_stdio.runtime.phases import PhaseEngine
 from awaken_stdio.runtime.plugins import Block, GateDecision, Phase, PhaseContext, SetResult, Suspend
 from awaken_stdio.runtime.runtime_keys import (
@@ -81,9 +82,11 @@ __all__ = ["AgentLoop"]
 log = logging.getLogger(__name__)
 
 _GATE_PRIORITY = {Block: 3, Suspend: 2, SetResult: 1}
-_CHECKPOINT_RETRIES = 8
+CHECKPOINT_RETRIES = 8  # checkpoints lost to other writers' appends before giving up
 _RAW_ARGUMENTS = "__raw_arguments"  # what StreamAccumulator keeps of arguments that did not parse
 SUPERSEDED = "[tool call superseded by a new user message]"
+_CANCELLED_WITH_RUN = "[tool call cancelled with the run]"
+_AWAITING_APPROVAL = "Tool '{}' suspended: awaiting approval"
 
 
 class _StopRun(Exception):
@@ -140,6 +143,11 @@ class AgentLoop:
         self._input_appended = False
         # the activation's own tools (an ACP session's MCP servers); the agent's registered tools win a clash
         self.extra_tools = {t.name: t for t in activation.tools if t.name not in agent.tools}
+        # what _tool falls back to after the agent's tools: extra tools, then the client's (frontend) tools
+        self._activation_tools: dict[str, Tool] = {d.name: FrontEndTool(d) for d in reversed(activation.frontend_tools)}
+        self._activation_tools.update(self.extra_tools)
+        self._extra_descriptors = [t.descriptor for t in self.extra_tools.values()] + list(activation.frontend_tools)
+        self._tools_for: tuple[ResolvedAgent, list[dict[str, Any]], dict[str, Any]] | None = None
         self._reasked = False  # a call a dead process left running was offered for approval again
         self.ledger: MailboxStore | None = store.mailbox if store is not None else None
         self.partial_id: str | None = None
@@ -289,7 +297,7 @@ class AgentLoop:
         await self.commit(lifecycle)
         stale = await self._recover_effects()
         if a.has_visible_user_message and not a.decisions:
-            await self._supersede()
+            await self._cancel_suspended(SUPERSEDED)
         decisions = [(t, d) for t, d in a.decisions if d.decision_id not in stale]
         if decisions:
             targets = await self._apply_decisions(decisions)
@@ -305,16 +313,6 @@ class AgentLoop:
             for m in self.activation.messages:
                 self.messages.append(m if m.run_id else replace(m, run_id=self.run_id))
                 self.record.input_message_ids.append(m.id)
-
-    async def _supersede(self) -> None:
-        cmd = StateCommand()
-        for s in sorted(self.tool_states().values(), key=lambda s: s.call_id):
-            if s.status == "suspended":
-                cmd.update(
-                    TOOL_CALL_STATES, ToolCallStatesUpdate.put(replace(s, status="cancelled", updated_at=now_ms()))
-                )
-                self.messages.append(Message.tool(s.call_id, SUPERSEDED, internal=True))
-        await self.commit(cmd)
 
     async def _recover_effects(self) -> set[str]:
         """Settle the calls a dead process left behind, from the effect ledger.
@@ -507,26 +505,33 @@ class AgentLoop:
             self.messages.append(replace(result.summary, run_id=self.run_id))  # durable at the step's checkpoint
         log.info("thread %s: %s", self.thread_id, result.describe())
 
+    def _offered_tools(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The tool JSON sent to the model and the descriptors offered, by name; built once per agent, not per step."""
+        agent = self.agent
+        if self._tools_for is None or self._tools_for[0] is not agent:
+            extra = self._extra_descriptors
+            tool_json = agent.tool_json
+            if extra:
+                tool_json = tool_json + [
+                    {"name": d.name, "description": d.description, "input_schema": d.parameters} for d in extra
+                ]
+            offered = {n: t.descriptor for n, t in agent.tools.items()}
+            offered.update((d.name, d) for d in extra)
+            self._tools_for = (agent, tool_json, offered)
+        return self._tools_for[1], self._tools_for[2]
+
     def build_request(self) -> InferenceRequest:
         agent = self.agent
-        messages = _paired(model_view(self.messages))
-        tools = agent.tool_json
-        extra = [t.descriptor for t in self.extra_tools.values()] + list(self.activation.frontend_tools)
-        if extra:
-            tools = tools + [
-                {"name": d.name, "description": d.description, "input_schema": d.parameters} for d in extra
-            ]
+        tools, offered = self._offered_tools()
         request = InferenceRequest(
             agent.model_name,
-            messages,
+            _paired(model_view(self.messages)),
             tools,
             agent.spec.system_prompt or None,
             overrides=dict(self.activation.overrides),
         )
         if agent.registrar.transforms:
-            offered = {n: t.descriptor for n, t in agent.tools.items()}
-            offered.update((d.name, d) for d in extra)
-            ctx = self.ctx(Phase.BEFORE_INFERENCE, offered_tools=offered)()
+            ctx = self.ctx(Phase.BEFORE_INFERENCE, offered_tools=dict(offered))()
             for _, transform in agent.registrar.transforms:
                 request = transform(request, ctx)
         return request
@@ -576,14 +581,7 @@ class AgentLoop:
     # -- tools --------------------------------------------------------------------------------------------------
 
     def _tool(self, name: str) -> Tool | None:
-        tool = self.agent.tools.get(name) or self.extra_tools.get(name)
-        if tool is None and self.activation.frontend_tools:
-            from awaken_stdio.runtime.frontend import FrontEndTool
-
-            for d in self.activation.frontend_tools:
-                if d.name == name:
-                    return FrontEndTool(d)
-        return tool
+        return self.agent.tools.get(name) or self._activation_tools.get(name)
 
     async def _gate(self, call: ToolCall, tool: Tool, resume_input: ToolCallResume | None) -> GateDecision | None:
         gates = self.agent.registrar.gates
@@ -632,13 +630,11 @@ class AgentLoop:
             if decision is None:
                 batch.append(call)
             elif isinstance(decision, Block):
-                result = ToolResult.error(call.name, decision.reason)
-                result.metadata["rejected"] = True
-                await self._commit_call(CallResult(call, result))
+                await self._commit_call(_rejected(call, decision))
                 await self._interrupt(calls[i + 1 :])
                 return TerminationReason.blocked(decision.reason)
             elif isinstance(decision, Suspend):
-                await self._suspend_call(call, decision.ticket, f"Tool '{call.name}' suspended: awaiting approval")
+                await self._suspend_call(call, decision.ticket, _AWAITING_APPROVAL.format(call.name))
             else:
                 await self._commit_call(await self._after_tool(call, tool, decision.result, StateCommand()))
         await flush()
@@ -671,7 +667,7 @@ class AgentLoop:
     ) -> CallResult:
         tool = self._tool(call.name)
         if tool is None:
-            return CallResult(call, ToolResult.error(call.name, f"tool '{call.name}' not found"))
+            return _not_found(call)
         resume = state.resume_input if state else None
         before = await self.engine.collect_commands(
             Phase.BEFORE_TOOL_EXECUTE, self.tool_ctx(Phase.BEFORE_TOOL_EXECUTE, call, tool, resume_input=resume)
@@ -828,7 +824,6 @@ class AgentLoop:
                 raise _StopRun(blocked)
             if not self._suspended_calls():
                 return None
-            self.record.waiting = None  # recomputed for the calls still waiting
 
     async def _receive_decisions(
         self, decisions: anyio.abc.ObjectReceiveStream[list[tuple[str, ToolCallResume]]]
@@ -863,18 +858,14 @@ class AgentLoop:
             call = ToolCall(call_id, state.tool_name, state.arguments if isinstance(state.arguments, dict) else {})
             tool = self._tool(call.name)
             if tool is None:
-                await self._commit_call(
-                    CallResult(call, ToolResult.error(call.name, f"tool '{call.name}' not found")), resumed=True
-                )
+                await self._commit_call(_not_found(call), resumed=True)
                 continue
             decision = await self._gate(call, tool, state.resume_input)
             if isinstance(decision, Block):
-                result = ToolResult.error(call.name, decision.reason)
-                result.metadata["rejected"] = True
-                await self._commit_call(CallResult(call, result), resumed=True)
+                await self._commit_call(_rejected(call, decision), resumed=True)
                 return TerminationReason.blocked(decision.reason)
             if isinstance(decision, Suspend):
-                await self._suspend_call(call, decision.ticket, f"Tool '{call.name}' suspended: awaiting approval")
+                await self._suspend_call(call, decision.ticket, _AWAITING_APPROVAL.format(call.name))
                 continue
             if isinstance(decision, SetResult):
                 outcome = await self._after_tool(call, tool, decision.result, StateCommand(), state.resume_input)
@@ -932,7 +923,7 @@ class AgentLoop:
         thread_state = self.state.export_thread_scoped()
         new = self.messages[self.written :]
         with anyio.CancelScope(shield=True):
-            for _ in range(_CHECKPOINT_RETRIES):
+            for _ in range(CHECKPOINT_RETRIES):
                 try:
                     await self.store.checkpoint(
                         Checkpoint(self.thread_id, self.stored_count, new, record, thread_state)
@@ -942,7 +933,7 @@ class AgentLoop:
                     loaded = await self.store.load_thread(self.thread_id)
                     self.stored_count = loaded.thread.message_count if loaded else 0
                     continue
-                self.written = len(self.messages)
+                self.written += len(new)
                 self.stored_count += len(new)
                 return
             raise VersionConflict(f"thread {self.thread_id}", self.stored_count, None)
@@ -961,7 +952,7 @@ class AgentLoop:
             )
             self.partial_text = []
         if termination.type == "cancelled":
-            await self._cancel_suspended()
+            await self._cancel_suspended(_CANCELLED_WITH_RUN)
         await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done(termination.done_reason)))
         self.engine.drop_pending()
         try:
@@ -981,11 +972,12 @@ class AgentLoop:
             )
         )
 
-    async def _cancel_suspended(self) -> None:
+    async def _cancel_suspended(self, marker: str) -> None:
+        """Cancel every suspended call, answering each with ``marker`` so the model sees it settled."""
         cmd = StateCommand()
         for s in self._suspended_calls():
             cmd.update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(replace(s, status="cancelled", updated_at=now_ms())))
-            self.messages.append(Message.tool(s.call_id, "[tool call cancelled with the run]", internal=True))
+            self.messages.append(Message.tool(s.call_id, marker, internal=True))
         await self.commit(cmd)
 
     async def _fail(self, error: BaseException) -> None:
@@ -1021,9 +1013,18 @@ class AgentLoop:
         )
 
 
-def _default_ticket(call: ToolCall) -> SuspendTicket:
-    from awaken_stdio.contract.suspension import PendingToolCall, Suspension
+def _not_found(call: ToolCall) -> CallResult:
+    return CallResult(call, ToolResult.error(call.name, f"tool '{call.name}' not found"))
 
+
+def _rejected(call: ToolCall, block: Block) -> CallResult:
+    """A call a gate blocked: an error result marked ``rejected``."""
+    result = ToolResult.error(call.name, block.reason)
+    result.metadata["rejected"] = True
+    return CallResult(call, result)
+
+
+def _default_ticket(call: ToolCall) -> SuspendTicket:
     return SuspendTicket(
         Suspension(call.id, f"tool:{call.name}", f"Tool '{call.name}' is waiting for a decision", call.arguments),
         PendingToolCall(call.id, call.name, call.arguments),
