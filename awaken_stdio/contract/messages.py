@@ -13,6 +13,7 @@ from typing import Any, Literal
 from awaken_stdio.contract.ids import new_id, now_ms
 
 __all__ = [
+    "COMPACTION_KEY",
     "AudioBlock",
     "ContentBlock",
     "ImageBlock",
@@ -25,8 +26,10 @@ __all__ = [
     "ToolCall",
     "content_from_json",
     "content_to_json",
+    "is_summary",
     "message_from_json",
     "message_to_json",
+    "model_turns",
     "text_of",
 ]
 
@@ -147,6 +150,28 @@ def _blocks(value: str | ContentBlock | list[ContentBlock] | tuple[ContentBlock,
     if isinstance(value, list | tuple):
         return tuple(value)
     return (value,)
+
+
+COMPACTION_KEY = "compaction"  # metadata of a compaction summary: {"boundary": ..., "assistant_turns": ...}
+
+
+def is_summary(m: Message) -> bool:
+    """A compaction summary: an internal system message standing for the turns it replaced."""
+    return m.role == "system" and m.internal and m.metadata is not None and COMPACTION_KEY in m.metadata
+
+
+def model_turns(messages: list[Message] | tuple[Message, ...]) -> int:
+    """How many model turns a history stands for: its assistant messages plus the turns each summary replaced.
+
+    The scripted model picks its turn by this count, so a compacted conversation keeps its place in the script.
+    """
+    turns = 0
+    for m in messages:
+        if m.role == "assistant" and not m.internal:
+            turns += 1
+        elif is_summary(m):
+            turns += int(m.metadata[COMPACTION_KEY].get("assistant_turns", 0))  # type: ignore[index]
+    return turns
 
 
 def text_of(content: tuple[ContentBlock, ...] | list[ContentBlock]) -> str:

@@ -52,7 +52,7 @@ from awaken_stdio.contract.inference import (
     ToolCallChunk,
     UsageChunk,
 )
-from awaken_stdio.contract.messages import Message, TextBlock
+from awaken_stdio.contract.messages import TextBlock, model_turns
 from awaken_stdio.model_defaults import SCRIPTED_MEDIA_INPUT
 
 __all__ = [
@@ -237,18 +237,6 @@ def _input_estimate(request: InferenceRequest) -> int:
     return _tokens(chars)
 
 
-def _assistant_turns(messages: list[Message]) -> int:
-    """Model turns so far: assistant messages, plus the turns a compaction summary stands for
-    (``metadata["compaction"]["assistant_turns"]``), so a compacted conversation keeps its place in the script."""
-    turns = 0
-    for m in messages:
-        if m.role == "assistant" and not m.internal:
-            turns += 1
-        elif m.role == "system" and m.internal and m.metadata and "compaction" in m.metadata:
-            turns += int(m.metadata["compaction"].get("assistant_turns", 0))
-    return turns
-
-
 def _capabilities(caps: ScriptCapabilities) -> ModelCapabilities:
     return ModelCapabilities(**caps.model_dump())
 
@@ -267,7 +255,7 @@ class _Player(LlmExecutor):
         return self._capabilities
 
     async def stream(self, request: InferenceRequest) -> AsyncIterator[StreamChunk]:
-        turn = await self._turn(request, _assistant_turns(request.messages))
+        turn = await self._turn(request, model_turns(request.messages))
         if turn.delay_s:
             await anyio.sleep(turn.delay_s)
         if turn.error is not None and self._fails(turn.index, turn.error):

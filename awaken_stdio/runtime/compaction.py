@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, StreamAccumulator, TokenUsage
-from awaken_stdio.contract.messages import Message, TextBlock
+from awaken_stdio.contract.messages import COMPACTION_KEY, Message, TextBlock, is_summary, model_turns
 
 __all__ = [
     "MIN_REMOVED_TOKENS",
@@ -50,7 +50,6 @@ MIN_REMOVED_TOKENS = 1024
 _NON_TEXT_CHARS = 50
 _TOOL_RESULT_CHARS = 2000  # of each tool result in the transcript: file dumps add little to a summary
 _OPEN, _CLOSE = "<conversation-summary>", "</conversation-summary>"
-_KEY = "compaction"  # the summary message's metadata key
 
 SUMMARY_SYSTEM = (
     "You summarise a conversation between a user and an AI coding agent so the agent can continue the work with "
@@ -91,10 +90,6 @@ def estimate_tokens(messages: list[Message]) -> int:
     return sum(message_tokens(m) for m in messages)
 
 
-def is_summary(m: Message) -> bool:
-    return m.role == "system" and m.internal and m.metadata is not None and _KEY in m.metadata
-
-
 def model_view(messages: list[Message]) -> list[Message]:
     """The conversation as the model sees it: the latest summary, then the other messages logged after its boundary.
 
@@ -105,7 +100,7 @@ def model_view(messages: list[Message]) -> list[Message]:
     if j is None:
         return messages
     summary = messages[j]
-    boundary = (summary.metadata or {})[_KEY]["boundary"]
+    boundary = (summary.metadata or {})[COMPACTION_KEY]["boundary"]
     start = next((i + 1 for i in range(j - 1, -1, -1) if messages[i].id == boundary), 0 if j == 0 else None)
     if start is None:
         return messages
@@ -205,10 +200,10 @@ class Compactor:
             return CompactionResult(None, "the model returned an empty summary", before, usage=usage)
         summarised = sum(1 for m in view[:cut] if not is_summary(m))
         metadata = {
-            _KEY: {
+            COMPACTION_KEY: {
                 "boundary": view[cut - 1].id,
                 "messages": summarised,
-                "assistant_turns": _assistant_turns(view[:cut]),
+                "assistant_turns": model_turns(view[:cut]),
                 "model": self.model_name,
             }
         }
@@ -234,15 +229,6 @@ class Compactor:
         async for chunk in self.executor.stream(request):
             acc.add(chunk)
         return acc.text.strip(), acc.usage
-
-
-def _assistant_turns(messages: list[Message]) -> int:
-    """The model turns a summary covers, earlier summaries' included: what a stateless scripted model counts."""
-    return sum(
-        (m.metadata or {})[_KEY].get("assistant_turns", 0) if is_summary(m) else 1
-        for m in messages
-        if is_summary(m) or (m.role == "assistant" and not m.internal)
-    )
 
 
 def _summary_text(m: Message) -> str:
