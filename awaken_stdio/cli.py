@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from awaken_stdio.app import App
-    from awaken_stdio.config import LoadedConfig
     from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store
 
 __all__ = ["main"]
@@ -141,26 +140,16 @@ def _fail(message: str) -> None:
 # -- helpers ------------------------------------------------------------------------------------------------------
 
 
-def _load(args: argparse.Namespace) -> LoadedConfig:
-    from awaken_stdio.config import load_config
-
-    return load_config(args.config)
-
-
-def store_url(args: argparse.Namespace, loaded: LoadedConfig) -> str:
-    """``--store``, else ``$AWAKEN_STDIO_STORE``, else the config's, else the default SQLite file."""
-    from awaken_stdio.config import STORE_ENV
-    from awaken_stdio.stores import default_store_url
-
-    return args.store or os.environ.get(STORE_ENV) or loaded.config.store.url or default_store_url()
-
-
 def _with_store(fn: Callable[[argparse.Namespace, Store], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+    """Run ``fn`` with the store only; the config is still validated, so a wrong field exits 2 here too."""
+
     def run(args: argparse.Namespace) -> int:
         import anyio
 
-        url = store_url(args, _load(args))
+        from awaken_stdio.app import load_settings
         from awaken_stdio.stores import open_store
+
+        url = load_settings(args.config, args.store).store_url
 
         async def go() -> int:
             async with open_store(url) as store:

@@ -16,14 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from awaken_stdio.config_file import (
-    CONFIG_ENV,
-    STORE_ENV,
-    ConfigFile,
-    default_config_data,
-    default_config_path,
-    read_config_file,
-)
+from awaken_stdio.config_file import ConfigFile, default_config_data, read_config_file
 from awaken_stdio.contract.agent import AgentSpec, ModelSpec
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.runtime.compaction import CompactionPolicy
@@ -33,15 +26,12 @@ if TYPE_CHECKING:
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
 
 __all__ = [
-    "CONFIG_ENV",
-    "STORE_ENV",
     "AgentConfig",
     "Config",
     "LoadedConfig",
     "ModelConfig",
     "build_runtime",
     "config_json_schema",
-    "default_config_path",
     "example_config",
     "load_config",
     "validate_config",
@@ -209,7 +199,7 @@ class LoadedConfig:
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> LoadedConfig:
-    """``path``, else ``$AWAKEN_STDIO_CONFIG``, else the user config file if it exists, else the defaults."""
+    """:func:`~awaken_stdio.config_file.read_config_file` (which file, or the defaults), validated."""
     return validate_config(read_config_file(path))
 
 

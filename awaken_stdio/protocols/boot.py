@@ -15,12 +15,13 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from awaken_stdio import __version__
 from awaken_stdio.config_file import ConfigFile, read_config_file, store_url
 
 if TYPE_CHECKING:
     from awaken_stdio.app import Settings
 
-__all__ = ["HEAVY_MODULES", "Startup", "loaded_heavy_modules"]
+__all__ = ["HEAVY_MODULES", "Startup", "loaded_heavy_modules", "server_info"]
 
 # None of these may be loaded when a first answer is given (a test checks the servers' debug log line).
 HEAVY_MODULES = ("pydantic", "awaken_stdio.config", "aiosqlite", "asyncpg", "mcp", "openai", "anthropic")
@@ -51,3 +52,8 @@ class Startup:
 def loaded_heavy_modules() -> str:
     """The :data:`HEAVY_MODULES` loaded so far, for the servers' debug line at their first answer."""
     return ", ".join(m for m in HEAVY_MODULES if m in sys.modules) or "none"
+
+
+def server_info() -> dict[str, str]:
+    """Who answers: ACP's ``agentInfo`` and MCP's ``serverInfo`` (one source, so the two never disagree)."""
+    return {"name": "awaken-stdio", "title": "awaken-stdio", "version": __version__}

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.protocols.acp.front import RESOURCE_NOT_FOUND
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
 from awaken_stdio.tools.workspace import (
     LocalFileSystem,
@@ -30,7 +31,6 @@ __all__ = ["AcpFileSystem", "AcpProcessRunner"]
 
 log = logging.getLogger(__name__)
 
-_RESOURCE_NOT_FOUND = -32002
 _RELEASE_TIMEOUT_S = 5.0
 
 
@@ -54,7 +54,7 @@ class AcpFileSystem(LocalFileSystem):
             answer = await self._peer.request("fs/read_text_file", {"sessionId": self._session_id, "path": str(path)})
         except JsonRpcError as exc:
             # Editors differ in how they say "no such file" (-32002, -32603 with a message...): ask the disk.
-            if exc.code == _RESOURCE_NOT_FOUND or not await anyio.Path(path).exists():
+            if exc.code == RESOURCE_NOT_FOUND or not await anyio.Path(path).exists():
                 raise ToolError(f"{path} does not exist", "not_found") from None
             raise _tool_error("fs/read_text_file", exc) from None
         text = answer.get("content", "") if isinstance(answer, dict) else ""

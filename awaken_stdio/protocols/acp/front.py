@@ -26,7 +26,7 @@ import anyio.lowlevel
 
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.model_defaults import SCRIPTED_MEDIA_INPUT, family_capabilities
-from awaken_stdio.protocols.boot import Startup, loaded_heavy_modules
+from awaken_stdio.protocols.boot import Startup, loaded_heavy_modules, server_info
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
     JsonRpcError,
@@ -41,13 +41,23 @@ if TYPE_CHECKING:
     from awaken_stdio.config_file import ConfigFile
     from awaken_stdio.protocols.acp.server import AcpServer
 
-__all__ = ["AUTH_METHOD", "AUTH_REQUIRED", "PROTOCOL_VERSION", "AcpFront", "model_problem", "serve"]
+__all__ = [
+    "AUTH_METHOD",
+    "AUTH_REQUIRED",
+    "PROTOCOL_VERSION",
+    "RESOURCE_NOT_FOUND",
+    "AcpFront",
+    "auth_required",
+    "model_problem",
+    "serve",
+]
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 AUTH_REQUIRED = -32000
 AUTH_METHOD = "configure-model"
+RESOURCE_NOT_FOUND = -32002  # ACP's code for an unknown session, and some editors' for a missing file
 # method -> the AcpServer handler that serves it (initialize is answered here)
 REQUESTS = {
     "authenticate": "authenticate",
@@ -150,8 +160,6 @@ class AcpFront:
         if self.server is not None:
             self.server.adopt_client(self.client, self.prompt_caps)
         problem = model_problem(file)
-        from awaken_stdio import __version__
-
         log.debug("answering initialize; heavy modules loaded: %s", loaded_heavy_modules())
         self._wanted.set()
         return {
@@ -162,7 +170,7 @@ class AcpFront:
                 "mcpCapabilities": {"http": True, "sse": False},
                 "sessionCapabilities": {key: {} for key in _SESSION_CAPABILITIES},
             },
-            "agentInfo": {"name": "awaken-stdio", "title": "awaken-stdio", "version": __version__},
+            "agentInfo": server_info(),
             "authMethods": [_auth_method(problem)] if problem else [],
         }
 
@@ -229,6 +237,11 @@ def model_problem(file: ConfigFile) -> str | None:
     if variable and not os.environ.get(variable):
         return f"model {model_id!r} needs an API key: set {variable}"
     return None
+
+
+def auth_required(problem: str) -> JsonRpcError:
+    """The -32000 that sends the client to ``authenticate`` (its ``authMethods`` named in ``initialize``)."""
+    return JsonRpcError(AUTH_REQUIRED, f"Authentication required: {problem}", {"authMethodId": AUTH_METHOD})
 
 
 def prompt_capabilities(file: ConfigFile) -> dict[str, bool]:

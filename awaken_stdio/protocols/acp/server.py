@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from awaken_stdio.app import Settings, load_settings
-from awaken_stdio.contract.errors import AwakenError, InvalidResume, ThreadAlreadyRunning
+from awaken_stdio.app import Settings, load_settings, open_app
+from awaken_stdio.contract.errors import AwakenError, ConfigError, InvalidResume, ThreadAlreadyRunning
 from awaken_stdio.contract.events import AgentEvent, RunFinish, ToolCallDone
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.stores import SessionRecord
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.protocols.acp import commands
-from awaken_stdio.protocols.acp.encoder import TurnEncoder, replay, stop_reason, tool_call
-from awaken_stdio.protocols.acp.front import AUTH_METHOD, AUTH_REQUIRED, model_problem
+from awaken_stdio.protocols.acp.encoder import DescriptorLookup, TurnEncoder, replay, stop_reason, tool_call
+from awaken_stdio.protocols.acp.front import RESOURCE_NOT_FOUND, auth_required, model_problem
 from awaken_stdio.protocols.acp.permissions import ask_permission
 from awaken_stdio.protocols.acp.sessions import (
     MODES,
@@ -67,7 +67,6 @@ __all__ = ["RESOURCE_NOT_FOUND", "AcpServer"]
 
 log = logging.getLogger(__name__)
 
-RESOURCE_NOT_FOUND = -32002
 _APP_OPEN_TIMEOUT_S = 60.0
 _MCP_TIMEOUT_S = 30.0
 _LIST_PAGE = 50
@@ -102,8 +101,6 @@ class AcpServer:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             task_status.started()
-            from awaken_stdio.app import open_app
-
             try:
                 async with open_app(self.settings) as app:
                     self._app = app
@@ -126,7 +123,7 @@ class AcpServer:
     async def _app_with_model(self) -> App:
         problem = model_problem(self.settings.loaded.file)
         if problem is not None:
-            raise JsonRpcError(AUTH_REQUIRED, f"Authentication required: {problem}", {"authMethodId": AUTH_METHOD})
+            raise auth_required(problem)
         return await self._ready()
 
     def _after_response(self, send: Callable[[], Awaitable[None]]) -> None:
@@ -147,7 +144,7 @@ class AcpServer:
                                  self.settings.store_url, self.settings.cwd)  # fmt: skip
         problem = model_problem(settings.loaded.file)
         if problem is not None:
-            raise JsonRpcError(AUTH_REQUIRED, f"Authentication required: {problem}", {"authMethodId": AUTH_METHOD})
+            raise auth_required(problem)
         app = await self._ready()
         if not app.runtime.agents:
             from awaken_stdio.config import build_runtime
@@ -345,7 +342,6 @@ class AcpServer:
 
         Their tools are offered to this session's runs only (``RunActivation.tools``).
         """
-        from awaken_stdio.contract.errors import ConfigError
         from awaken_stdio.tools.mcp_client import McpServerSpec, McpToolsets
 
         try:
@@ -376,7 +372,7 @@ class AcpServer:
     async def update(self, session_id: str, update: dict[str, Any]) -> None:
         await self.peer.notify("session/update", {"sessionId": session_id, "update": update})
 
-    def _lookup(self, app: App) -> Callable[[str], ToolDescriptor | None]:
+    def _lookup(self, app: App) -> DescriptorLookup:
         tools = app.runtime.tools
 
         def lookup(name: str) -> ToolDescriptor | None:
@@ -452,17 +448,18 @@ class AcpServer:
         window = model[0].capabilities(model[1]).context_window if model else 0
         encoder = TurnEncoder(self._lookup(app), window, show_thoughts=session.show_thoughts)
         suspended: list[str] = []
-        notify = self.update
+        notify = self.peer.notify  # not self.update: this runs per event, one coroutine frame fewer per update
         session_id = session.id
 
         async def sink(event: AgentEvent) -> None:
             for update in encoder.encode(event):
-                await notify(session_id, update)
+                await notify("session/update", {"sessionId": session_id, "update": update})
             if type(event) is ToolCallDone and event.outcome == "suspended":
                 suspended.append(event.id)
             elif type(event) is RunFinish and event.termination.type == "suspended" and suspended:
                 asked, suspended[:] = list(suspended), []
-                decisions = await self._ask_all(session, turn, [(c, *(encoder.call(c) or ("", None))) for c in asked])
+                calls = [(c, *(encoder.call(c) or ("", None))) for c in asked]
+                decisions = await self._ask_all(session, turn, calls, self._lookup(app))
                 if decisions is None:
                     await self._cancel_turn(app, session, turn)
                     return
@@ -471,12 +468,9 @@ class AcpServer:
         return sink
 
     async def _ask_all(
-        self, session: Session, turn: Turn, calls: list[tuple[str, str, Any]]
+        self, session: Session, turn: Turn, calls: list[tuple[str, str, Any]], lookup: DescriptorLookup
     ) -> list[tuple[str, ToolCallResume]] | None:
         """Ask about each call in order; ``None`` when the person cancelled (the turn is then cancelled)."""
-        app = self._app
-        assert app is not None
-        lookup = self._lookup(app)
         decisions: list[tuple[str, ToolCallResume]] = []
         for call_id, name, args in calls:
             request = tool_call(call_id, name, args, lookup(name))
@@ -497,18 +491,18 @@ class AcpServer:
         waiting.
         """
         store = app.runtime.store
+        lookup = self._lookup(app)
         for _ in range(_MAX_PENDING_ROUNDS):
             page = await store.list_runs(thread_id=session.record.thread_id, statuses=["waiting"], limit=1)
             if not page.items:
                 return
             run = page.items[0]
             tickets = run.waiting.tickets if run.waiting else ()
-            lookup = self._lookup(app)
             for ticket in tickets:  # the client may never have seen these calls (a restart, a load)
                 await self.update(session.id, tool_call(ticket.tool_call_id, ticket.tool_name, ticket.arguments,
                                                         lookup(ticket.tool_name)))  # fmt: skip
             calls = [(t.tool_call_id, t.tool_name, t.arguments) for t in tickets]
-            decisions = await self._ask_all(session, turn, calls)
+            decisions = await self._ask_all(session, turn, calls, lookup)
             if decisions is None:
                 turn.cancelled = True
                 return

@@ -26,7 +26,6 @@ from awaken_stdio.protocols.acp.front import PROTOCOL_VERSION
 from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
 
 __all__ = [
-    "PROTOCOL_VERSION",
     "AuthenticateParams",
     "ClientCapabilities",
     "InitializeParams",

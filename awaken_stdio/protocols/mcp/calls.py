@@ -79,6 +79,10 @@ class ToolCall:
         self.cancel = CancelToken()
         self._progress = 0
         self._open = True
+        level = request.log_level
+        self._log_from = len(LOG_LEVELS) if level is None else LOG_LEVELS.index(level)  # LOG_LEVELS index
+        # on_event runs per event (every text delta): a call that reports nothing skips it in one test
+        self._reports = request.progress_token is not None or level is not None
 
     def close(self) -> None:
         """Nothing more is reported: the result (or nothing, when cancelled) comes next."""
@@ -96,8 +100,7 @@ class ToolCall:
         await self._notify("notifications/progress", params)
 
     async def log(self, level: LogLevel, text: str) -> None:
-        threshold = self.request.log_level
-        if threshold is None or not self._open or LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
+        if not self._open or LOG_LEVELS.index(level) < self._log_from:
             return
         await self._notify("notifications/message", {"level": level, "logger": "awaken-stdio", "data": text})
 
@@ -112,6 +115,8 @@ class ToolCall:
 
     async def on_event(self, event: AgentEvent) -> None:
         """The event sink of the agent runs this call drives."""
+        if not (self._reports and self._open):
+            return
         if isinstance(event, RunStart):
             await self.progress(f"run {event.run_id} started")
             await self.log("info", f"run {event.run_id} of agent {event.agent_id} started")

@@ -17,8 +17,9 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from awaken_stdio.contract.stores import DisplayStatus
 from awaken_stdio.tools.schema import PortabilityError, portable_schema
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ RESUME_RUN = "resume_run"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _CURSOR_PREFIX = b"after:"
 
-RUN_STATUSES = ["running", "waiting", "completed", "failed", "cancelled"]
+RUN_STATUSES = list(get_args(DisplayStatus))  # what a run result's status can be: the store's one list
 RUN_OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import anyio.abc
 
-from awaken_stdio.protocols.boot import Startup, loaded_heavy_modules
+from awaken_stdio.protocols.boot import Startup, loaded_heavy_modules, server_info
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -210,7 +210,7 @@ class McpServer:
             if request.era == "modern":
                 result.setdefault("resultType", "complete")
                 meta = result.get("_meta")
-                result["_meta"] = {**(meta if isinstance(meta, dict) else {}), SERVER_INFO_KEY: _server_info()}
+                result["_meta"] = {**(meta if isinstance(meta, dict) else {}), SERVER_INFO_KEY: server_info()}
             return result
 
         self.peer.register(method, serve)
@@ -269,7 +269,7 @@ class McpServer:
         return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": True}, "logging": {}},
-            "serverInfo": _server_info(),
+            "serverInfo": server_info(),
             "instructions": INSTRUCTIONS,
         }
 
@@ -286,7 +286,7 @@ class McpServer:
         return {
             "supportedVersions": list(MODERN_VERSIONS),
             "capabilities": {"tools": {"listChanged": True}, "logging": {}},
-            "serverInfo": _server_info(),
+            "serverInfo": server_info(),
             "instructions": INSTRUCTIONS,
             "ttlMs": DISCOVER_TTL_MS,
             "cacheScope": "private",
@@ -415,12 +415,6 @@ def _initialize_params(params: dict[str, Any]) -> tuple[str, dict[str, Any], dic
 
     p = InitializeParams.model_validate(params)
     return p.protocol_version, p.capabilities, p.client_info
-
-
-def _server_info() -> dict[str, Any]:
-    from awaken_stdio import __version__
-
-    return {"name": "awaken-stdio", "title": "awaken-stdio", "version": __version__}
 
 
 class _Announcing(anyio.abc.ByteSendStream):
