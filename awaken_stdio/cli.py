@@ -12,8 +12,9 @@ import json
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from awaken_stdio.contract.ids import iso_ms
 
 if TYPE_CHECKING:
     from awaken_stdio.app import App
@@ -173,10 +174,6 @@ def _print_field(key: str, value: object) -> None:
     print(f"{key:<11} {value if value is not None else '-'}")
 
 
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _print_json(value: Any) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2))
 
@@ -206,14 +203,14 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "session_id": run.session_id,
         "agent_id": run.agent_id,
         "status": run.display_status,
-        "created_at": _iso(run.created_at),
-        "updated_at": _iso(run.updated_at),
+        "created_at": iso_ms(run.created_at),
+        "updated_at": iso_ms(run.updated_at),
         "pending": pending,
     }
 
 
 def session_json(s: SessionRecord) -> dict[str, Any]:
-    return {"session_id": s.session_id, "cwd": s.cwd, "title": s.title, "updated_at": _iso(s.updated_at)}
+    return {"session_id": s.session_id, "cwd": s.cwd, "title": s.title, "updated_at": iso_ms(s.updated_at)}
 
 
 _STATUS_FILTER: dict[str, list[Any]] = {
@@ -243,7 +240,7 @@ async def _runs_list(args: argparse.Namespace, store: Store) -> int:
         _print_json([run_json(r) for r in runs])
         return 0
     rows = [
-        [r.run_id, r.display_status, r.agent_id, _iso(r.updated_at), str(len(run_json(r)["pending"]))] for r in runs
+        [r.run_id, r.display_status, r.agent_id, iso_ms(r.updated_at), str(len(run_json(r)["pending"]))] for r in runs
     ]
     _table(rows, ["RUN", "STATUS", "AGENT", "UPDATED", "PENDING"])
     return 0
@@ -276,7 +273,7 @@ async def _sessions_list(args: argparse.Namespace, store: Store) -> int:
         _print_json([session_json(s) for s in page.items])
         return 0
     _table(
-        [[s.session_id, _iso(s.updated_at), s.cwd, s.title or ""] for s in page.items],
+        [[s.session_id, iso_ms(s.updated_at), s.cwd, s.title or ""] for s in page.items],
         ["SESSION", "UPDATED", "CWD", "TITLE"],
     )
     return 0

@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 
-__all__ = ["new_id", "now_ms"]
+__all__ = ["iso_ms", "new_id", "now_ms"]
 
 _lock = threading.Lock()
 _last_ms = 0
@@ -20,6 +20,13 @@ _seq = 0
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def iso_ms(ms: int) -> str:
+    """Unix milliseconds as ISO 8601 UTC with a ``Z`` (what ACP's ``updatedAt`` and the CLI's JSON show)."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def new_id(prefix: str = "") -> str:

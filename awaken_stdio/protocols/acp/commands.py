@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from awaken_stdio.contract.ids import iso_ms
 from awaken_stdio.contract.messages import ContentBlock, TextBlock
 from awaken_stdio.contract.stores import RunRecord
-from awaken_stdio.protocols.acp.sessions import MODES, iso_time
+from awaken_stdio.protocols.acp.sessions import MODES
 
 __all__ = ["available_commands", "format_runs", "parse_command"]
 
@@ -49,7 +50,7 @@ def format_runs(runs: list[RunRecord]) -> str:
         return "No runs yet in this session."
     lines = []
     for run in runs:
-        line = f"- `{run.run_id}` {run.display_status} ({iso_time(run.updated_at)}, {run.steps} steps)"
+        line = f"- `{run.run_id}` {run.display_status} ({iso_ms(run.updated_at)}, {run.steps} steps)"
         if run.waiting is not None:
             waiting = ", ".join(f"{t.tool_name} `{t.tool_call_id}`" for t in run.waiting.tickets)
             line += f": waiting for approval of {waiting}; send any message to be asked again"

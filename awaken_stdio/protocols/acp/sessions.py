@@ -9,11 +9,11 @@ small on purpose (one per idle session; 1,000 may be open).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from awaken_stdio.contract.ids import iso_ms
 from awaken_stdio.contract.stores import SessionRecord
 from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
 
@@ -26,7 +26,6 @@ __all__ = [
     "Session",
     "Turn",
     "config_options",
-    "iso_time",
     "modes_state",
     "session_info",
 ]
@@ -70,10 +69,6 @@ class Session:
     @property
     def mode(self) -> str:
         return self.record.mode or "default"
-
-
-def iso_time(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def modes_state(mode: str) -> dict[str, Any]:
@@ -123,7 +118,7 @@ def check_choice(value: Any, choices: list[str] | dict[str, Any], what: str) -> 
 
 
 def session_info(record: SessionRecord) -> dict[str, Any]:
-    info: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "updatedAt": iso_time(record.updated_at)}
+    info: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "updatedAt": iso_ms(record.updated_at)}
     if record.title:
         info["title"] = record.title
     if record.additional_directories:
