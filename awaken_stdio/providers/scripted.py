@@ -11,7 +11,8 @@ A script is a JSON file (schema: ``schemas/scripted-model.schema.json``) listing
 **Which turn.** The turn played (counted from 0) is the number of non-internal assistant messages already in the
 request, so the model keeps no conversation state and a restarted process continues where the thread left off.
 Internal assistant messages (compaction summaries, markers) are the runtime's words, not the model's, so they do not
-count; interrupted ones do (that turn was played). Past the last turn the call fails with ``invalid_request``.
+count; interrupted ones do (that turn was played). Past the last turn the call fails with ``invalid_request``, or
+plays the last turn again when the script says ``"after_last": "repeat_last"``.
 
 **How a turn streams.** Wait ``delay_ms`` (cancellable); raise the turn's ``error``, if any; then thinking as
 ReasoningChunks and text as TextChunks of ``chunk_chars`` characters (default 32, like a real model's deltas; 0 sends
@@ -161,6 +162,11 @@ class ScriptFile(_Strict):
 
     schema_: str | None = Field(default=None, alias="$schema", description="For editors; ignored.")
     turns: list[ScriptTurn] = Field(min_length=1)
+    after_last: Literal["fail", "repeat_last"] = Field(
+        default="fail",
+        description="A call past the last turn: `fail` (an invalid_request error) or `repeat_last` (the last turn "
+        "again, e.g. a demo's closing words).",
+    )
     capabilities: ScriptCapabilities = Field(default_factory=ScriptCapabilities)
 
 
@@ -330,6 +336,8 @@ class ScriptedModel(_Player):
     async def _turn(self, request: InferenceRequest, index: int) -> _Turn:
         if index < len(self._turns):
             return self._turns[index]
+        if self.script.after_last == "repeat_last":
+            return self._turns[-1]
         count = len(self._turns)
         defined = f"{count} turns: 0-{count - 1}" if count > 1 else "1 turn: 0"
         raise ProviderError("invalid_request", f"scripted model {self.name} has no turn {index} (it defines {defined})")
