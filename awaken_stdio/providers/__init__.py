@@ -17,7 +17,7 @@ from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, Model
 
 __all__ = ["LazyExecutor", "create_executor", "load_provider"]
 
-# provider name -> (module, the extra that installs its SDK)
+# provider name -> (module, the SDK package it needs)
 _PROVIDERS: dict[str, tuple[str, str | None]] = {
     "openai": ("awaken_stdio.providers.openai", "openai"),
     "anthropic": ("awaken_stdio.providers.anthropic", "anthropic"),
@@ -45,9 +45,9 @@ def load_provider(spec: ModelSpec, base_dir: Path) -> LlmExecutor:
     except ModuleNotFoundError as exc:
         if exc.name == module_name:
             raise ConfigError(f"models.{spec.id}: provider {spec.provider!r} is not available in this build") from exc
-        raise ConfigError(
-            f"models.{spec.id}: provider {spec.provider!r} needs its SDK: pip install 'awaken-stdio[{extra}]'"
-        ) from exc
+        from awaken_stdio.providers._common import install_hint
+
+        raise ConfigError(f"models.{spec.id}: {install_hint(extra or spec.provider, exc)}") from exc
 
 
 class LazyExecutor:

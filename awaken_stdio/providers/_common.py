@@ -53,7 +53,12 @@ PLACEHOLDER_KEY = "not-needed"
 
 
 def install_hint(provider: str, exc: ImportError) -> ConfigError:
-    return ConfigError(f"the {provider} provider needs its SDK: pip install 'awaken-stdio[{provider}]' ({exc})")
+    """The SDK (package ``provider``) is a dependency of awaken-stdio: missing, the installation is broken."""
+    return ConfigError(
+        f"the {provider} provider needs the {provider} package, a dependency of awaken-stdio: reinstall it "
+        f"(pipx reinstall awaken-stdio, uv tool install --reinstall awaken-stdio, or pip install {provider} "
+        f"in its environment) ({exc})"
+    )
 
 
 def api_key(env: Mapping[str, str], name: str, *, optional: bool) -> str:

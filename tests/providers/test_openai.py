@@ -405,10 +405,10 @@ def test_history_conversion() -> None:
     assert text_only[0]["content"] == "look[image image/png omitted: this model takes no images]"
 
 
-def test_a_missing_sdk_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_sdk_says_how_to_repair_the_installation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "openai", None)  # what `import openai` sees when the SDK is not installed
     monkeypatch.delitem(sys.modules, "awaken_stdio.providers.openai")
-    with pytest.raises(ConfigError, match=re.escape("pip install 'awaken-stdio[openai]'")):
+    with pytest.raises(ConfigError, match=re.escape("pipx reinstall awaken-stdio, uv tool install --reinstall")):
         importlib.import_module("awaken_stdio.providers.openai")
 
 
