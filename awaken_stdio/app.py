@@ -120,7 +120,7 @@ async def open_app(
             for tool in builtin_tools():
                 runtime.add_tool(tool)
         for module in config.tools.modules:
-            for tool in tools_from_module(module):
+            for tool in tools_from_module(module, settings.loaded.base_dir):
                 runtime.add_tool(tool)
         for tool in tools_from_entry_points():
             runtime.add_tool(tool, replace=True)

@@ -1,8 +1,9 @@
 """The ``awaken-stdio`` command line.
 
 Exit codes: 0 on success; 2 for usage, configuration and store errors, whose last stderr line names the problem
-(nothing is printed on stdout then). Imports are deferred into each command so ``--help`` and the protocol
-servers start fast.
+(nothing is printed on stdout then); 1 for an unexpected failure, also one line (``--debug`` shows the traceback).
+The global options work before or after any subcommand. Imports are deferred into each command so ``--help`` and
+the protocol servers start fast.
 """
 
 from __future__ import annotations
@@ -29,21 +30,36 @@ LOG_ENV = "AWAKEN_STDIO_LOG_LEVEL"
 RUN_STATUSES = ("running", "waiting", "completed", "failed", "cancelled")
 
 
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="FILE", help="config file (default: $AWAKEN_STDIO_CONFIG, else the user's)")
-    common.add_argument("--store", metavar="URL", help="store URL (default: $AWAKEN_STDIO_STORE, else the config's)")
-    common.add_argument("--log-level", metavar="L", help="debug | info | warning | error (default: warning)")
-    common.add_argument("--log-file", metavar="F", help="also write logs to this file")
-    return common
+SHELLS = ("bash", "zsh", "fish")
+GLOBAL_OPTIONS = ("config", "store", "log_level", "log_file", "debug")
+
+
+def _add_global_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    """The options every command takes. Subcommands declare them with ``default=SUPPRESS``: argparse copies a
+    subparser's defaults over what an outer level parsed, so ``runs --store URL list`` would otherwise lose URL."""
+    parser.add_argument(
+        "--config", metavar="FILE", default=default, help="config file (default: $AWAKEN_STDIO_CONFIG, else the user's)"
+    )
+    parser.add_argument(
+        "--store", metavar="URL", default=default, help="store URL (default: $AWAKEN_STDIO_STORE, else the config's)"
+    )
+    parser.add_argument(
+        "--log-level", metavar="L", default=default, help="debug | info | warning | error (default: warning)"
+    )
+    parser.add_argument("--log-file", metavar="F", default=default, help="also write logs to this file")
+    parser.add_argument(
+        "--debug", action="store_true", default=default, help="show the traceback of an unexpected failure"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _common()
+    common = argparse.ArgumentParser(add_help=False)
+    _add_global_options(common, argparse.SUPPRESS)
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="An agent runtime for ACP editors and MCP clients, with durable human-in-the-loop.",
     )
+    _add_global_options(parser, None)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -67,20 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     p.add_argument("--json", action="store_true", help="print a JSON array")
     p = runs.add_parser("show", help="show one run", parents=[common])
-    p.add_argument("id", help="the run id")
+    p.add_argument("id", help="the run id (or a unique prefix of it)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p = runs.add_parser("approve", help="approve a waiting run's pending calls; the run resumes once", parents=[common])
-    p.add_argument("id", help="the run id")
+    p.add_argument("id", help="the run id (or a unique prefix of it)")
     p.add_argument("--call", metavar="C", help="only this pending call (default: every pending call)")
     p.add_argument("--always", action="store_true", help="remember the approval for this tool in this workspace")
     p = runs.add_parser(
         "reject", help="reject a waiting run's pending calls; the run goes on without them", parents=[common]
     )
-    p.add_argument("id", help="the run id")
+    p.add_argument("id", help="the run id (or a unique prefix of it)")
     p.add_argument("--call", metavar="C", help="only this pending call (default: every pending call)")
     p.add_argument("--reason", metavar="R", help="told to the model")
     p = runs.add_parser("cancel", help="cancel a running or waiting run", parents=[common])
-    p.add_argument("id", help="the run id")
+    p.add_argument("id", help="the run id (or a unique prefix of it)")
 
     sessions = sub.add_parser("sessions", help="list, show and delete sessions", parents=[common]).add_subparsers(
         dest="action", metavar="ACTION", required=True
@@ -90,9 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     p.add_argument("--json", action="store_true", help="print a JSON array")
     p = sessions.add_parser("show", help="show a session and its conversation", parents=[common])
-    p.add_argument("id", help="the session id")
+    p.add_argument("id", help="the session id (or a unique prefix of it)")
     p = sessions.add_parser("delete", help="delete a session and its conversation", parents=[common])
-    p.add_argument("id", help="the session id")
+    p.add_argument("id", help="the session id (or a unique prefix of it)")
 
     tools = sub.add_parser("tools", help="list the tools agents can use", parents=[common]).add_subparsers(
         dest="action", metavar="ACTION", required=True
@@ -106,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     config.add_parser("schema", help="print the JSON Schema of the config file", parents=[common])
     config.add_parser("example", help="print an example config file", parents=[common])
+    p = sub.add_parser(
+        "completion", help='print the shell completion script (e.g. `eval "$(awaken-stdio completion bash)"`)'
+    )
+    p.add_argument("shell", choices=SHELLS)
     return parser
 
 
@@ -127,15 +147,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         setup_logging(args.log_level or os.environ.get(LOG_ENV) or "warning", args.log_file)
         return handler(args)
-    except AwakenError as exc:
-        _fail(str(exc))
-        return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # one line for the user whatever broke; the traceback only when asked for
+        error = _leaf(exc)
+        if isinstance(error, AwakenError):
+            _fail(str(error))
+            return 2
+        if args.debug:
+            raise
+        _fail(f"unexpected {type(error).__name__}: {error} (run again with --debug for the traceback)")
+        return 1
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The one error inside nested one-leaf exception groups (task groups wrap what their tasks raise)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _fail(message: str) -> None:
-    print(f"{PROG}: error: {message.splitlines()[0] if message else 'failed'}", file=sys.stderr)
+    print(f"{PROG}: error: {message.strip().splitlines()[0] if message.strip() else 'failed'}", file=sys.stderr)
 
 
 # -- helpers ------------------------------------------------------------------------------------------------------
@@ -154,11 +187,54 @@ def _with_store(fn: Callable[[argparse.Namespace, Store], Awaitable[int]]) -> Ca
 
         async def go() -> int:
             async with open_store(url) as store:
+                await _resolve_id(args, store)
                 return await fn(args, store)
 
         return anyio.run(go)
 
     return run
+
+
+async def _resolve_id(args: argparse.Namespace, store: Store) -> None:
+    """Replace ``args.id``, a run or session id, by the one id it is a prefix of (git-style).
+
+    An exact id is taken as it is; a prefix of several ids is a usage error listing them; a prefix of none is left
+    for the command to report as not found.
+    """
+    from awaken_stdio.contract.errors import UsageError
+
+    kind = {"runs": "run", "sessions": "session"}.get(args.command)
+    prefix = getattr(args, "id", None)
+    if kind is None or prefix is None:
+        return
+    load = store.load_run if kind == "run" else store.load_session
+    if await load(prefix) is not None:
+        return
+    matches = sorted(i for i in await _all_ids(store, kind) if i.startswith(prefix))
+    if len(matches) > 1:
+        shown = ", ".join(matches[:_MAX_CANDIDATES]) + (" ..." if len(matches) > _MAX_CANDIDATES else "")
+        raise UsageError(f"{kind} id prefix {prefix!r} is ambiguous: {len(matches)} candidates: {shown}")
+    if matches:
+        args.id = matches[0]
+
+
+_MAX_CANDIDATES = 10
+
+
+async def _all_ids(store: Store, kind: str) -> list[str]:
+    ids: list[str] = []
+    cursor = None
+    while True:
+        if kind == "run":
+            runs = await store.list_runs(limit=500, cursor=cursor)
+            ids.extend(r.run_id for r in runs.items)
+            cursor = runs.next_cursor
+        else:
+            sessions = await store.list_sessions(limit=500, cursor=cursor)
+            ids.extend(s.session_id for s in sessions.items)
+            cursor = sessions.next_cursor
+        if cursor is None:
+            return ids
 
 
 def _found(record: T | None, what: str) -> T:
@@ -315,6 +391,7 @@ def _with_app(fn: Callable[[argparse.Namespace, App], Awaitable[int]]) -> Callab
 
         async def go() -> int:
             async with open_app(settings, serve=False) as app:
+                await _resolve_id(args, app.store)
                 return await fn(args, app)
 
         return anyio.run(go)
@@ -398,16 +475,24 @@ def _tools_list(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    """One line per check (config, store, each model, each MCP server); exit 1 when one fails."""
+    """One line per check as it finishes (stdout), what it waits for meanwhile (stderr); exit 1 when one fails."""
     import anyio
 
-    from awaken_stdio.doctor import run_checks
+    from awaken_stdio.doctor import checks
 
-    ok = True
-    for check in anyio.run(run_checks, args.config, args.store):
-        print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
-        ok = ok and check.ok
-    return 0 if ok else 1
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    async def run() -> bool:
+        ok = True
+        async for check in checks(args.config, args.store, progress):
+            print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}", flush=True)
+            for note in check.notes:
+                print(f"        {note}", flush=True)
+            ok = ok and check.ok
+        return ok
+
+    return 0 if anyio.run(run) else 1
 
 
 def _config_schema(args: argparse.Namespace) -> int:
@@ -421,6 +506,14 @@ def _config_example(args: argparse.Namespace) -> int:
     from awaken_stdio.config import example_config
 
     sys.stdout.write(example_config())
+    return 0
+
+
+def _completion(args: argparse.Namespace) -> int:
+    """The completion script of ``args.shell``, generated from the parser itself (so it never goes stale)."""
+    import shtab
+
+    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
     return 0
 
 
@@ -458,4 +551,5 @@ _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     ("doctor", None): _doctor,
     ("config", "schema"): _config_schema,
     ("config", "example"): _config_example,
+    ("completion", None): _completion,
 }

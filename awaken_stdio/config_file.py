@@ -20,7 +20,9 @@ from awaken_stdio.contract.errors import ConfigError
 __all__ = [
     "CONFIG_ENV",
     "STORE_ENV",
+    "ConfigCandidate",
     "ConfigFile",
+    "config_candidates",
     "default_config_data",
     "default_config_path",
     "read_config_file",
@@ -50,17 +52,34 @@ def default_config_path() -> Path:
     return Path(user_config_dir("awaken-stdio", appauthor=False)) / "config.toml"
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigCandidate:
+    """One place the config file is looked for: ``source`` names it, ``path`` is None when it is not set."""
+
+    source: str
+    path: Path | None
+    required: bool  # given explicitly: a missing file is an error, not "use the defaults"
+
+
+def config_candidates(path: str | os.PathLike[str] | None = None) -> list[ConfigCandidate]:
+    """Where the config is looked for, in order; the first one set is the one used (``doctor`` prints them all)."""
+    env = os.environ.get(CONFIG_ENV)
+    return [
+        ConfigCandidate("--config", Path(path).expanduser() if path else None, True),
+        ConfigCandidate(f"${CONFIG_ENV}", Path(env).expanduser() if env else None, True),
+        ConfigCandidate("user config file", default_config_path(), False),
+    ]
+
+
 def read_config_file(path: str | os.PathLike[str] | None = None) -> ConfigFile:
     """``path``, else ``$AWAKEN_STDIO_CONFIG``, else the user config file if it exists, else the defaults."""
-    explicit = path or os.environ.get(CONFIG_ENV)
-    if explicit:
-        file = Path(explicit).expanduser()
-        if not file.is_file():
+    chosen = next(c for c in config_candidates(path) if c.path is not None)
+    file = chosen.path
+    assert file is not None
+    if not file.is_file():
+        if chosen.required:
             raise ConfigError(f"config file not found: {file}")
-    else:
-        file = default_config_path()
-        if not file.is_file():
-            return ConfigFile(default_config_data(), None, "<no config file>")
+        return ConfigFile(default_config_data(), None, "<no config file>")
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

@@ -1,21 +1,27 @@
 """``awaken-stdio doctor``: is this installation able to serve? One check per line, each saying what to fix.
 
-Checks the config file, the store (reachable, its schema version), every model (its key set, its endpoint serving
-the model within a few seconds) and every configured MCP server (started and listed). A failed config stops the
-checks that need it; every other failure is reported and the rest still run.
+Checks the config file (and says every place it was looked for), the store (reachable, its schema version), every
+``[tools] modules`` entry (imported, its tools counted), every model (its key set, its endpoint serving the model)
+and every configured MCP server (started and listed). A failed config stops the checks that need it; every other
+failure is reported and the rest still run. Each slow check is announced through ``progress`` with the time it
+may take, and gives up after it: nothing sits silent.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from awaken_stdio.config import LoadedConfig
 
-__all__ = ["Check", "run_checks"]
+__all__ = ["MCP_TIMEOUT_S", "MODEL_TIMEOUT_S", "Check", "checks"]
 
 MODEL_TIMEOUT_S = 5.0
+MCP_TIMEOUT_S = 10.0  # doctor's own limit per MCP server: a server's timeout_s may be longer (default 30 s)
+
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,28 +29,58 @@ class Check:
     name: str
     ok: bool
     detail: str
+    notes: tuple[str, ...] = ()  # printed under the check's line
 
 
-async def run_checks(config: str | None = None, store: str | None = None) -> list[Check]:
+def _ignore(message: str) -> None:
+    pass
+
+
+async def checks(
+    config: str | None = None, store: str | None = None, progress: Progress = _ignore
+) -> AsyncIterator[Check]:
+    """Each check as soon as it is done (the CLI prints them as they come)."""
     from awaken_stdio.app import load_settings
     from awaken_stdio.contract.errors import AwakenError
 
+    looked = _config_places(config)
     try:
         settings = load_settings(config, store)
     except AwakenError as exc:
-        return [Check("config", False, str(exc))]
+        yield Check("config", False, str(exc), looked)
+        return
     loaded = settings.loaded
-    checks = [
-        Check("config", True, str(loaded.path) if loaded.path else "no config file: defaults from the environment")
-    ]
-    checks.append(await _check_store(settings.store_url))
-    checks.extend(await _check_models(loaded))
-    checks.extend(await _check_mcp_servers(loaded))
+    detail = str(loaded.path) if loaded.path else "no config file: defaults from the environment"
+    yield Check("config", True, detail, looked)
+    yield await _check_store(settings.store_url)
+    for check in _check_tool_modules(loaded):
+        yield check
+    async for check in _check_models(loaded, progress):
+        yield check
+    for check in await _check_mcp_servers(loaded, progress):
+        yield check
     if not loaded.config.agents:
-        checks.append(
-            Check("agents", False, "no agent: write a config file, or set ANTHROPIC_API_KEY or OPENAI_API_KEY")
-        )
-    return checks
+        yield Check("agents", False, "no agent: write a config file, or set ANTHROPIC_API_KEY or OPENAI_API_KEY")
+
+
+def _config_places(config: str | None) -> tuple[str, ...]:
+    """Every place the config file is looked for, in order, and what was found there."""
+    from awaken_stdio.config_file import config_candidates
+
+    candidates = config_candidates(config)
+    used = next(i for i, c in enumerate(candidates) if c.path is not None)
+    notes = []
+    for i, candidate in enumerate(candidates):
+        if candidate.path is None:
+            state = "not set"
+        elif i > used:
+            state = f"{candidate.path} (not read: {candidates[used].source} comes first)"
+        elif candidate.path.is_file():
+            state = f"{candidate.path} (used)"
+        else:
+            state = f"{candidate.path} (not found{'' if candidate.required else ': defaults from the environment'})"
+        notes.append(f"{candidate.source}: {state}")
+    return tuple(notes)
 
 
 async def _check_store(url: str) -> Check:
@@ -59,12 +95,32 @@ async def _check_store(url: str) -> Check:
     return Check("store", True, url if version is None else f"{url} (schema version {version})")
 
 
-async def _check_models(loaded: LoadedConfig) -> list[Check]:
+def _check_tool_modules(loaded: LoadedConfig) -> list[Check]:
+    """Import each ``[tools] modules`` entry as the app will (beside the config first) and count its tools."""
+    import sys
+
+    from awaken_stdio.contract.errors import AwakenError
+    from awaken_stdio.tools.discovery import tools_from_module
+
+    checks = []
+    for name in loaded.config.tools.modules:
+        try:
+            found = tools_from_module(name, loaded.base_dir)
+        except AwakenError as exc:
+            checks.append(Check(f"tools module {name}", False, str(exc)))
+            continue
+        where = getattr(sys.modules.get(name), "__file__", None) or "namespace package"
+        checks.append(
+            Check(f"tools module {name}", True, f"{len(found)} tool{'' if len(found) == 1 else 's'} ({where})")
+        )
+    return checks
+
+
+async def _check_models(loaded: LoadedConfig, progress: Progress) -> AsyncIterator[Check]:
     from awaken_stdio.config import model_spec
     from awaken_stdio.contract.errors import AwakenError
     from awaken_stdio.providers import create_executor, load_provider
 
-    checks = []
     for model_id, model in loaded.config.models.items():
         name = f"model {model_id}"
         spec = model_spec(model_id, model)
@@ -72,29 +128,33 @@ async def _check_models(loaded: LoadedConfig) -> list[Check]:
             if model.provider == "scripted":
                 script = create_executor(spec, loaded.base_dir)
                 turns = len(script.script.turns)  # type: ignore[attr-defined]
-                checks.append(Check(name, True, f"scripted, {turns} turn{'' if turns == 1 else 's'}"))
+                yield Check(name, True, f"scripted, {turns} turn{'' if turns == 1 else 's'}")
                 continue
+            progress(f"checking {name} at its endpoint (gives up after {MODEL_TIMEOUT_S:g} s)...")
             executor = load_provider(spec, loaded.base_dir)
             try:
                 detail = await executor.check(MODEL_TIMEOUT_S)  # type: ignore[attr-defined]
             finally:
                 await executor.aclose()  # type: ignore[attr-defined]
         except AwakenError as exc:
-            checks.append(Check(name, False, str(exc)))
+            yield Check(name, False, str(exc))
         else:
-            checks.append(Check(name, True, detail))
-    return checks
+            yield Check(name, True, detail)
 
 
-async def _check_mcp_servers(loaded: LoadedConfig) -> list[Check]:
+async def _check_mcp_servers(loaded: LoadedConfig, progress: Progress) -> list[Check]:
+    """Start every server at once, each bounded by ``MCP_TIMEOUT_S`` and tried once (no restarts)."""
     servers = loaded.config.mcp_servers
     if not servers:
         return []
     from awaken_stdio.contract.errors import AwakenError
-    from awaken_stdio.tools.mcp_client import configured_specs, open_mcp_toolsets
+    from awaken_stdio.tools.mcp_client import RestartPolicy, configured_specs, open_mcp_toolsets
 
     try:
-        async with open_mcp_toolsets(configured_specs(servers)) as toolsets:
+        specs = [replace(s, timeout_s=min(s.timeout_s, MCP_TIMEOUT_S)) for s in configured_specs(servers)]
+        names = ", ".join(s.name for s in specs)
+        progress(f"starting MCP servers {names} (gives up on each after {MCP_TIMEOUT_S:g} s)...")
+        async with open_mcp_toolsets(specs, restart=RestartPolicy(max_failures=0)) as toolsets:
             statuses = toolsets.statuses()
     except AwakenError as exc:
         return [Check("mcp servers", False, str(exc))]

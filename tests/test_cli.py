@@ -151,3 +151,89 @@ async def test_sessions_list_show_and_delete(tmp_path: Path) -> None:
     assert json.loads(cli("sessions", "list", "--json", "--store", url).stdout) == []
     missing = cli("sessions", "show", "sess_1", "--store", url)
     assert missing.returncode == 2 and "session sess_1" in missing.stderr
+
+
+@pytest.mark.anyio
+async def test_global_options_work_before_and_after_the_subcommand(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/awaken.db"
+    async with open_store(url) as store:
+        runtime = AgentRuntime(
+            agents=[AgentSpec("a", model="m")], models={"m": ScriptedModel({"turns": [{"text": "ok"}]})}, store=store
+        )
+        run_id = (await runtime.run_to_completion("hello")).run_id
+    for args in (
+        ("runs", "--store", url, "list", "--json"),  # the group's option: silently ignored before
+        ("--store", url, "runs", "list", "--json"),
+        ("runs", "list", "--json", "--store", url),
+        ("--store", "memory://", "runs", "list", "--json", "--store", url),  # the innermost wins
+    ):
+        out = cli(*args)
+        assert out.returncode == 0, out.stderr
+        assert [r["run_id"] for r in json.loads(out.stdout)] == [run_id], args
+    missing = cli("runs", "--config", str(tmp_path / "nope.toml"), "list")
+    assert missing.returncode == 2 and "config file not found" in missing.stderr
+
+
+@pytest.mark.anyio
+async def test_run_and_session_ids_accept_a_unique_prefix(tmp_path: Path) -> None:
+    from awaken_stdio.contract.stores import SessionRecord
+
+    url = f"sqlite:///{tmp_path}/awaken.db"
+    async with open_store(url) as store:
+        runtime = AgentRuntime(
+            agents=[AgentSpec("a", model="m")],
+            models={"m": ScriptedModel({"turns": [{"text": "ok"}, {"text": "ok"}]})},
+            store=store,
+        )
+        first, second = [(await runtime.run_to_completion("hello")).run_id for _ in range(2)]
+        for session_id in ("sess_abc1", "sess_abd2"):
+            await store.save_session(SessionRecord(session_id, f"t_{session_id}", str(tmp_path)))
+    common = next(i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)  # shared prefix
+
+    shown = cli("runs", "show", first[: common + 1], "--json", "--store", url)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["run_id"] == first
+    ambiguous = cli("runs", "show", first[:common], "--store", url)
+    assert ambiguous.returncode == 2 and ambiguous.stdout == ""
+    assert "ambiguous" in ambiguous.stderr and first in ambiguous.stderr and second in ambiguous.stderr
+
+    assert "session_id  sess_abc1" in cli("sessions", "show", "sess_abc", "--store", url).stdout
+    assert cli("sessions", "show", "sess_ab", "--store", url).returncode == 2
+    assert "session nope" in cli("sessions", "show", "nope", "--store", url).stderr
+
+
+def test_version() -> None:
+    from awaken_stdio import __version__
+
+    out = cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"awaken-stdio {__version__}"
+
+
+@pytest.mark.parametrize(("shell", "marker"), [("bash", "complete "), ("zsh", "#compdef"), ("fish", "complete -c")])
+def test_completion_prints_a_script_for_each_shell(shell: str, marker: str) -> None:
+    out = cli("completion", shell)
+    assert out.returncode == 0, out.stderr
+    assert marker in out.stdout and "awaken-stdio" in out.stdout and "approve" in out.stdout
+
+
+def test_shtab_is_imported_only_by_the_completion_command() -> None:
+    code = "import sys; from awaken_stdio.cli import main; main(['config', 'example']); print('shtab' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.splitlines()[-1] == "False"
+
+
+def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> None:
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path}/awaken.db"
+    assert cli("sessions", "list", "--store", url).returncode == 0  # creates the schema
+    with sqlite3.connect(tmp_path / "awaken.db") as db:  # a row no version of us wrote: its body is not JSON
+        db.execute("INSERT INTO sessions VALUES ('sess_x', 't', '/tmp', 1, 'not json')")
+    out = cli("sessions", "list", "--store", url)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        "awaken-stdio: error: unexpected JSONDecodeError: Expecting value: line 1 column 1 (char 0)"
+        " (run again with --debug for the traceback)"
+    ]
+    debug = cli("sessions", "list", "--store", url, "--debug")
+    assert debug.returncode == 1 and "Traceback (most recent call last)" in debug.stderr

@@ -2,14 +2,21 @@
 
 An entry point may name a module (every top-level ``Tool`` in it, ``@tool`` functions included), a single tool,
 a list of tools, or a function returning tools. Each package is imported only when the runtime is built.
+
+A ``[tools] modules`` name is looked for beside the config file, then in the current directory, then on
+``sys.path``: a ``my_tools.py`` next to ``config.toml`` works without ``PYTHONPATH``, whatever directory the editor
+starts us in.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import sys
 from collections.abc import Iterable
+from importlib.machinery import PathFinder
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -37,13 +44,33 @@ def tools_in(value: Any, source: str) -> list[Tool]:
     raise ConfigError(f"{source} is not a tool, a list of tools, a module or a function returning tools")
 
 
-def tools_from_module(name: str) -> list[Tool]:
-    """Every ``Tool`` (``@tool`` functions included) defined at the top level of module ``name``."""
+def tools_from_module(name: str, config_dir: Path | None = None) -> list[Tool]:
+    """Every ``Tool`` (``@tool`` functions included) defined at the top level of module ``name``.
+
+    The module is looked for in ``config_dir`` (the config file's directory), then the current directory, then
+    ``sys.path``; the directory it is found in joins ``sys.path`` so that it can import its siblings.
+    """
+    _add_home_of(name, [d for d in (config_dir, Path.cwd()) if d is not None])
     try:
         module = importlib.import_module(name)
     except ImportError as exc:
         raise ConfigError(f"tools.modules: cannot import {name!r}: {exc}") from exc
+    except Exception as exc:  # the module's own code failed: still a problem of the configuration, not ours
+        raise ConfigError(f"tools.modules: importing {name!r} failed: {type(exc).__name__}: {exc}") from exc
     return tools_in(module, f"module {name!r}")
+
+
+def _add_home_of(name: str, directories: list[Path]) -> None:
+    """Put the first of ``directories`` holding ``name``'s top-level package at the front of ``sys.path``."""
+    top = name.partition(".")[0]
+    if top in sys.modules:
+        return
+    for directory in directories:
+        home = str(directory.resolve())
+        if PathFinder.find_spec(top, [home]) is not None:
+            if sys.path[:1] != [home]:
+                sys.path.insert(0, home)
+            return
 
 
 def tools_from_entry_points(points: Iterable[EntryPoint] | None = None) -> list[Tool]:

@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import re
+import shutil
 import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -204,6 +205,18 @@ def server_environment(extra: Mapping[str, str], environ: Mapping[str, str] | No
     }
     env.update(extra)
     return env
+
+
+def _missing_command(spec: McpServerSpec) -> str | None:
+    """Why a stdio server's program cannot be started at all (not found on its PATH, or not executable), or None."""
+    if spec.command is None:
+        return None
+    command = spec.command
+    if os.sep in command and spec.cwd:
+        command = os.path.join(spec.cwd, command)  # what the child resolves it against (absolute paths stay)
+    if shutil.which(command, path=server_environment(spec.env).get("PATH", os.defpath)) is not None:
+        return None
+    return f"command not found: {spec.command} (install it, or give its absolute path as `command`)"
 
 
 # -- status and policy -------------------------------------------------------------------------------------------
@@ -513,9 +526,11 @@ class McpToolsets:
             reason, was_ready = await self._connect(server)
             was_stable = was_ready and anyio.current_time() - started >= self._restart.stable_s
             failures = 0 if was_stable else failures + 1
+            missing = None if was_ready else _missing_command(server.spec)  # no restart can help: not retried
+            reason = missing or reason
             logger.warning("MCP server %s: %s", server.spec.name, reason)
             server.tools = {}
-            delay = None if failures > self._restart.max_failures else self._restart.delay(failures)
+            delay = None if missing or failures > self._restart.max_failures else self._restart.delay(failures)
             await self._update(server, state="failed", error=reason, tools=(), retry_in_s=delay)
             server.settled.set()
             if delay is None:
