@@ -39,7 +39,7 @@ import anyio.abc
 
 from awaken_stdio.contract.errors import ConfigError, ToolError
 from awaken_stdio.contract.tools import EMPTY_SCHEMA, Tool, ToolCallContext, ToolDescriptor, ToolResult, infer_tool_kind
-from awaken_stdio.tools._processes import stop_process_group, wait_until
+from awaken_stdio.tools._processes import open_session_process, release_session, stop_process_group, wait_until
 from awaken_stdio.tools.schema import PortabilityError, portable_schema
 
 if TYPE_CHECKING:
@@ -684,14 +684,13 @@ async def _stdio_transport(spec: McpServerSpec, link: _Link) -> AsyncIterator[An
     from mcp.shared.message import SessionMessage
 
     assert spec.command is not None  # checked by McpServerSpec
-    process = await anyio.open_process(
+    process = await open_session_process(
         [spec.command, *spec.args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=server_environment(spec.env),
         cwd=spec.cwd,
-        start_new_session=True,
     )
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
@@ -761,6 +760,7 @@ async def _stdio_transport(spec: McpServerSpec, link: _Link) -> AsyncIterator[An
                 await write_send.aclose()
                 if not await stop_process_group(process, spec.stop_grace_s):
                     logger.warning("MCP server process %d is still alive after SIGKILL; abandoning it", process.pid)
+                release_session(process.pid)
                 with anyio.move_on_after(_DRAIN_S):  # the server's last words
                     await stderr_done.wait()
                     await stdout_done.wait()

@@ -29,7 +29,7 @@ import anyio.abc
 import anyio.to_thread
 
 from awaken_stdio.contract.errors import ToolError
-from awaken_stdio.tools._processes import signal_group
+from awaken_stdio.tools._processes import open_session_process, release_session, signal_group
 
 if TYPE_CHECKING:
     from awaken_stdio.contract.tools import ToolCallContext
@@ -396,10 +396,11 @@ class ProcessRunner(Protocol):
 class LocalProcessRunner(ProcessRunner):
     """``ProcessRunner`` on local subprocesses: ``bash -c`` (else ``sh -c``) in a new session, stdin closed.
 
-    The command leads its own process group, so a timeout or a cancellation signals the whole group (SIGTERM,
-    then SIGKILL after a grace period): a ``sleep`` a script started in the background dies with it. Background
-    jobs still running when the shell exits normally are left alone, but their output is no longer read.
-    POSIX only.
+    The command leads its own session and process group, so a timeout or a cancellation signals the whole group
+    (SIGTERM, then SIGKILL after a grace period): a ``sleep`` a script started in the background dies with it.
+    Background jobs still running when the shell exits normally are left alone, their output no longer read, until
+    the agent ends: the process guard (``tools/_processes.py``) then ends everything left in the session, on any
+    exit, kill -9 included. POSIX only.
 
     Args:
         shell: The shell that runs commands, default ``bash`` when on the PATH, else ``/bin/sh``.
@@ -422,14 +423,13 @@ class LocalProcessRunner(ProcessRunner):
     ) -> ProcessResult:
         if self._shell is None:
             self._shell = await default_shell()
-        process = await anyio.open_process(
+        process = await open_session_process(
             [self._shell, "-c", command],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=cwd,
             env={**os.environ, **env} if env else None,
-            start_new_session=True,
         )
         output = _TailBuffer(output_limit)
         try:
@@ -440,6 +440,7 @@ class LocalProcessRunner(ProcessRunner):
                 if process.returncode is None:
                     await _stop_group(process, self._kill_grace_s)
                 await process.aclose()
+            release_session(process.pid)
         code = process.returncode
         return ProcessResult(
             exit_code=None if deadline.cancelled_caught or code is None or code < 0 else code,

@@ -1,0 +1,147 @@
+"""The process guard: ends every session it was told about once the agent that started it is gone.
+
+Each agent process starts one guard (``_processes.py``) the first time a tool starts a process, as
+``python -I -S _reaper.py AGENT_PID [--pdeathsig]``, in its own session, with the read end of a pipe as stdin. Only
+the agent holds the write end, so the guard reads end-of-file when the agent ends, however it ends: a clean exit,
+SIGTERM, or kill -9. On Linux it also asks for ``PR_SET_PDEATHSIG`` (when the agent started it from its main thread),
+in case the write end leaked into a process that outlives the agent.
+
+The agent writes one line per event: ``+SID`` when it started a process as the leader of the new session ``SID``,
+``-SID`` when it is done with it (the session is then forgotten once empty, so that a recycled number is never
+killed). At the end the guard sends SIGTERM to every process of every session it holds (background jobs and
+anything else that stayed in the session, found by scanning ``/proc``; elsewhere the session's process group), waits
+``TERM_GRACE_S``, sends SIGKILL to what is left, and exits. A process that called ``setsid()`` itself has left the
+session and is not found; nothing else escapes.
+
+Standard library only, no ``awaken_stdio`` import: it runs with ``-I -S`` and starts in a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import time
+
+TERM_GRACE_S = 1.0  # between SIGTERM and SIGKILL, as ``run_command``'s own stop gives a command
+_KILL_FOR_S = 1.0  # how long SIGKILL is repeated at processes that keep forking
+_POLL_S = 0.02
+_PRUNE_EVERY_S = 1.0  # how often released sessions are checked for being empty
+_PR_SET_PDEATHSIG = 1
+_LINUX = sys.platform.startswith("linux")
+_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+class _Stop(Exception):
+    """Raised by the signal handler: a signal ends the watch like end-of-file."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    for sig in _SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)  # the end runs to completion
+    raise _Stop
+
+
+def main(argv: list[str]) -> None:
+    parent = int(argv[1])
+    for sig in _SIGNALS:
+        signal.signal(sig, _stop)
+    watched: set[int] = set()  # sessions the agent still uses
+    released: set[int] = set()  # sessions the agent is done with, kept while something still runs in them
+    try:
+        if _LINUX and "--pdeathsig" in argv:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        # An agent that died before the death signal was armed left its lines in the pipe: read what is there.
+        _watch(watched, released, follow=os.getppid() == parent)
+    except _Stop:
+        pass
+    for sig in _SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    _end(watched | released)
+
+
+def _watch(watched: set[int], released: set[int], *, follow: bool) -> None:
+    """Follow the agent's lines until end-of-file (``follow``), or until what is already written was read."""
+    pending = b""
+    while True:
+        ready, _, _ = select.select([0], [], [], (_PRUNE_EVERY_S if released else None) if follow else 0)
+        if not ready and not follow:
+            return
+        if ready:
+            data = os.read(0, 4096)
+            if not data:
+                return
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                sid = int(line[1:])
+                if line.startswith(b"+"):
+                    watched.add(sid)
+                else:
+                    watched.discard(sid)
+                    released.add(sid)
+        if released:
+            released &= _members(released).keys()
+
+
+def _end(sessions: set[int]) -> None:
+    """SIGTERM every process of ``sessions``, SIGKILL what is left after the grace period."""
+    if not sessions:
+        return
+    _signal(sessions, signal.SIGTERM)
+    deadline = time.monotonic() + TERM_GRACE_S
+    while _members(sessions) and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    deadline = time.monotonic() + _KILL_FOR_S
+    while _members(sessions) and time.monotonic() < deadline:
+        _signal(sessions, signal.SIGKILL)  # again each round: a process may have forked meanwhile
+        time.sleep(_POLL_S)
+
+
+def _signal(sessions: set[int], sig: int) -> None:
+    for sid in sessions:
+        try:
+            os.killpg(sid, sig)
+        except OSError:
+            pass
+    for pids in _members(sessions).values():
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+
+
+def _members(sessions: set[int]) -> dict[int, list[int]]:
+    """The live (not zombie) processes of each non-empty session. Without ``/proc``: its process group, if any."""
+    if not _LINUX:
+        alive: dict[int, list[int]] = {}
+        for sid in sessions:
+            try:
+                os.killpg(sid, 0)
+            except ProcessLookupError:
+                continue
+            except OSError:
+                pass
+            alive[sid] = []
+        return alive
+    found: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()  # state, ppid, pgrp, session, ...
+        sid = int(fields[3])
+        if sid in sessions and fields[0] not in (b"Z", b"X"):
+            found.setdefault(sid, []).append(int(name))
+    return found
+
+
+if __name__ == "__main__":
+    main(sys.argv)
