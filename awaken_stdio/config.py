@@ -129,6 +129,9 @@ class McpServerConfig(_Model):
     url: str | None = Field(None, description="streamable HTTP: the endpoint.")
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: float = Field(30.0, gt=0, description="Connect and list timeout.")
+    call_timeout_s: float = Field(
+        300.0, gt=0, description="How long one tool call may wait for its answer before it is cancelled."
+    )
     enabled: bool = True
 
 

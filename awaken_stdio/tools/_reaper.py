@@ -66,8 +66,10 @@ def main(argv: list[str]) -> None:
 def _watch(watched: set[int], released: set[int], *, follow: bool) -> None:
     """Follow the agent's lines until end-of-file (``follow``), or until what is already written was read."""
     pending = b""
+    next_prune = 0.0
     while True:
-        ready, _, _ = select.select([0], [], [], (_PRUNE_EVERY_S if released else None) if follow else 0)
+        wait = max(0.0, next_prune - time.monotonic()) if released else None
+        ready, _, _ = select.select([0], [], [], wait if follow else 0)
         if not ready and not follow:
             return
         if ready:
@@ -82,8 +84,9 @@ def _watch(watched: set[int], released: set[int], *, follow: bool) -> None:
                 else:
                     watched.discard(sid)
                     released.add(sid)
-        if released:
+        if released and time.monotonic() >= next_prune:  # one scan a second at most, whatever the traffic
             released &= _members(released).keys()
+            next_prune = time.monotonic() + _PRUNE_EVERY_S
 
 
 def _end(sessions: set[int]) -> None:

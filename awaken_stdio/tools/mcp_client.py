@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from awaken_stdio.config import McpServerConfig
 
 __all__ = [
+    "DEFAULT_CALL_TIMEOUT_S",
     "McpServerSpec",
     "McpServerState",
     "McpServerStatus",
@@ -88,6 +89,7 @@ _MAX_LOG_LINE = 64 * 1024  # one stderr line; longer ones are logged in pieces
 _EXIT_CODE_WAIT_S = 1.0  # after stdout EOF, how long to wait for the exit code that explains it
 _STDERR_TAIL, _STDERR_TAIL_CHARS = 3, 200  # the stderr lines a failed start is reported with
 _DRAIN_S = 0.5  # after the group is gone, how long its last stderr lines may take to arrive
+DEFAULT_CALL_TIMEOUT_S = 300.0  # a tool call's answer; the config's default, and the one of ACP session servers
 
 
 # -- specs -------------------------------------------------------------------------------------------------------
@@ -98,7 +100,8 @@ class McpServerSpec:
     """How to reach one MCP server: a program to start (``stdio``) or a streamable-HTTP endpoint (``http``).
 
     ``env`` and ``headers`` are left out of the repr: they carry tokens. ``timeout_s`` bounds connecting, the
-    handshake and each full listing; ``stop_grace_s`` is each step of the shutdown escalation.
+    handshake and each full listing; ``call_timeout_s`` each tool call (then cancelled on the server);
+    ``stop_grace_s`` is each step of the shutdown escalation.
     """
 
     name: str
@@ -110,6 +113,7 @@ class McpServerSpec:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     timeout_s: float = 30.0
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
     stop_grace_s: float = 2.0
 
     def __post_init__(self) -> None:
@@ -124,7 +128,7 @@ class McpServerSpec:
                 raise ConfigError(f"{where}: an http server needs an http(s) `url` and no `command`")
         else:
             raise ConfigError(f"{where}: unsupported transport {self.transport!r} (use stdio or http)")
-        if not self.timeout_s > 0 or not self.stop_grace_s > 0:
+        if not self.timeout_s > 0 or not self.call_timeout_s > 0 or not self.stop_grace_s > 0:
             raise ConfigError(f"{where}: timeouts must be positive")
 
     @classmethod
@@ -132,8 +136,9 @@ class McpServerSpec:
         """The spec of a ``[mcp_servers.<name>]`` table."""
         if bool(config.command) == bool(config.url):
             raise ConfigError(f"mcp_servers.{name}: give exactly one of `command` or `url`")
+        timeouts = {"timeout_s": config.timeout_s, "call_timeout_s": config.call_timeout_s}
         if config.url:
-            return cls(name, "http", url=config.url, headers=dict(config.headers), timeout_s=config.timeout_s)
+            return cls(name, "http", url=config.url, headers=dict(config.headers), **timeouts)
         return cls(
             name,
             "stdio",
@@ -141,7 +146,7 @@ class McpServerSpec:
             args=tuple(config.args),
             env=dict(config.env),
             cwd=config.cwd,
-            timeout_s=config.timeout_s,
+            **timeouts,
         )
 
     @classmethod
@@ -290,7 +295,8 @@ class McpTool(Tool):
     """One tool of an MCP server; calling it forwards ``tools/call`` over the server's current connection.
 
     Progress notifications become ``ctx.report_progress``; cancelling the call (the run's cancel scope or
-    ``ctx.cancel``) abandons the request and the SDK sends the server ``notifications/cancelled``.
+    ``ctx.cancel``) abandons the request and the SDK sends the server ``notifications/cancelled``, as it does when
+    no answer came within the server's ``call_timeout_s`` (the call then fails with a timeout).
     """
 
     def __init__(self, server: _Server, remote: mcp_types.Tool, name: str) -> None:
@@ -327,7 +333,12 @@ class McpTool(Tool):
         async with anyio.create_task_group() as tg:
             tg.start_soon(_cancel_on_token, ctx, tg.cancel_scope)
             try:
-                result = await link.session.call_tool(self.remote_name, args, progress_callback=progress)
+                result = await link.session.call_tool(
+                    self.remote_name,
+                    args,
+                    read_timeout_seconds=self._server.spec.call_timeout_s,
+                    progress_callback=progress,
+                )
             except Exception as exc:  # raised below, outside the task group that would wrap it in a group
                 failure = exc
             tg.cancel_scope.cancel()
@@ -339,8 +350,15 @@ class McpTool(Tool):
 
     def _call_error(self, exc: Exception, link: _Link) -> ToolError:
         from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+        if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
+            limit = self._server.spec.call_timeout_s
+            return ToolError(
+                f"MCP server {self.server_name}: tool {self.remote_name} did not answer within {limit:g} s "
+                "(call_timeout_s); the call was cancelled",
+                "timeout",
+            )
         if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
             link.lose("the connection closed during a call")
             reason = "the connection closed during the call"
