@@ -17,7 +17,8 @@
     ├── StoreError                  persistence failed; wraps driver errors ``from exc``
     │   ├── NotFound, AlreadyExists, VersionConflict, SchemaTooNew, StoreUnavailable
     ├── ProviderError               a model call failed; ``kind`` says whether a retry can help
-    └── ToolError                   a tool failed; the model sees the message and the run goes on
+    └── ToolError                   raised from a tool: fatal, the run ends ``failed`` with the tool's name and message
+        └── ToolFailure             raised from a tool: a failed call the model sees; the run goes on
 
 Only ``protocols/`` turns these into wire errors, and only ``cli.py`` turns them into exit codes.
 """
@@ -56,6 +57,7 @@ __all__ = [
     "ToolAlreadyRegistered",
     "ToolError",
     "ToolErrorKind",
+    "ToolFailure",
     "UnknownEffectHandler",
     "UnknownKey",
     "UnknownScheduledActionHandler",
@@ -305,10 +307,21 @@ _TOOL_ERROR_PREFIX: dict[str, str] = {
 
 
 class ToolError(AwakenError):
-    """A tool failed. Raised from a tool, it becomes a failed tool result whose text the model sees."""
+    """A tool failed beyond repair. Raised from a tool's ``execute``, it ends the run ``failed`` with the tool's name
+    and this message as its reason, after the calls already under way are recorded (the model is not called again).
+
+    For a failure the model should hear about and may work around (a missing file, a refused path, a timeout),
+    raise :class:`ToolFailure` or return ``ToolResult.error(...)``; any other exception counts as such a failure too.
+    """
 
     def __init__(self, message: str, kind: ToolErrorKind = "execution_failed", *, data: Any = None) -> None:
         self.kind = kind
         self.detail = message
         self.data = data
         super().__init__(f"{_TOOL_ERROR_PREFIX[kind]}: {message}")
+
+
+class ToolFailure(ToolError):
+    """A tool call failed and the model should know: raised from a tool, it becomes a failed result whose text the
+    model sees, and the run goes on. ``kind`` prefixes the text (``Not found: ...``); ``timeout`` also marks the
+    result ``timed_out``."""

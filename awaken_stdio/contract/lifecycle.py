@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
+    "RunOutcome",
     "RunStatus",
     "TerminationReason",
     "ToolCallStatus",
@@ -18,6 +19,7 @@ __all__ = [
 ]
 
 RunStatus = Literal["created", "running", "waiting", "done"]
+RunOutcome = Literal["running", "waiting", "completed", "failed", "cancelled"]
 ToolCallStatus = Literal["new", "running", "suspended", "resuming", "succeeded", "failed", "cancelled"]
 
 _RUN_NEXT: dict[str, frozenset[str]] = {
@@ -89,18 +91,35 @@ class TerminationReason:
 
     @property
     def done_reason(self) -> str | None:
-        """The ``status_reason`` of a finished run: ``natural``, ``cancelled``, ``blocked:<r>``, ``stopped:<code>``."""
+        """The ``status_reason`` of a finished run, as the docs' in-process backend words it: ``natural``,
+        ``cancelled``, ``blocked: <message>``, ``stopped: <code>``, or an error's own message."""
         match self.type:
             case "suspended":
                 return None
             case "natural_end":
                 return "natural"
             case "blocked":
-                return f"blocked:{self.value}"
+                return f"blocked: {self.value}"
             case "stopped":
-                return f"stopped:{(self.value or {}).get('code', '')}"
+                return f"stopped: {(self.value or {}).get('code', '')}"
+            case "error":
+                return str(self.value) if self.value else "error"
             case _:
                 return self.type
+
+    @property
+    def outcome(self) -> RunOutcome:
+        """What the run came to: only a natural (or plugin-requested) end is ``completed``; a stopped, blocked or
+        erroneous end is ``failed`` (the docs map ``Stopped`` and ``Blocked`` to ``Failed``)."""
+        match self.type:
+            case "suspended":
+                return "waiting"
+            case "cancelled":
+                return "cancelled"
+            case "natural_end" | "behavior_requested":
+                return "completed"
+            case _:
+                return "failed"
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type} if self.value is None else {"type": self.type, "value": self.value}

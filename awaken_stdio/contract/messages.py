@@ -7,6 +7,7 @@ records and the event stream without copying.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,6 +32,8 @@ __all__ = [
     "message_to_json",
     "model_turns",
     "text_of",
+    "valid_text",
+    "valid_value",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -252,3 +255,39 @@ def message_from_json(d: dict[str, Any]) -> Message:
         created_at=int(d.get("created_at", 0)),
         metadata=d.get("metadata"),
     )
+
+
+# A str holding a surrogate code point is not valid Unicode text: it cannot be encoded as UTF-8, so storing it or
+# writing it to a client fails (a model's lone "\\ud800" escape, a tool reading a broken file name).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every surrogate code point replaced by U+FFFD; the same object when there is none."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def valid_value(value: Any) -> Any:
+    """:func:`valid_text` through JSON-like data (strings, lists, tuples, dict keys and values); unchanged data is
+    returned as is, so the common case copies nothing."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        cleaned = {valid_text(k) if isinstance(k, str) else k: valid_value(v) for k, v in value.items()}
+        return value if _same_dict(value, cleaned) else cleaned
+    if isinstance(value, list | tuple):
+        items = [valid_value(v) for v in value]
+        if all(a is b for a, b in zip(value, items, strict=True)):
+            return value
+        return type(value)(items)
+    return value
+
+
+def _same_dict(old: dict[Any, Any], new: dict[Any, Any]) -> bool:
+    if len(old) != len(new):  # two keys became one
+        return False
+    return all(k1 is k2 and v1 is v2 for (k1, v1), (k2, v2) in zip(old.items(), new.items(), strict=True))

@@ -14,12 +14,12 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.inference import TokenUsage
-from awaken_stdio.contract.lifecycle import RunStatus, TerminationReason
+from awaken_stdio.contract.lifecycle import RunOutcome, RunStatus, TerminationReason
 from awaken_stdio.contract.mailbox import MailboxStore
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.profile import ProfileStore
 from awaken_stdio.contract.state import PersistedState
-from awaken_stdio.contract.suspension import ResumeMode, WaitingReason
+from awaken_stdio.contract.suspension import OUTCOME_UNKNOWN_ACTION, ResumeMode, WaitingReason
 
 __all__ = [
     "Checkpoint",
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-DisplayStatus = Literal["running", "waiting", "completed", "failed", "cancelled"]
+DisplayStatus = RunOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +72,11 @@ class WaitingTicket:
     reason: str  # the suspension's action, e.g. tool:PermissionConfirm
     message: str = ""
     updated_at: int = field(default_factory=now_ms)
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """Asked again after a crash interrupted an earlier attempt: approving may repeat its effect."""
+        return self.reason == OUTCOME_UNKNOWN_ACTION
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -133,13 +138,19 @@ class WaitingState:
 
 @dataclass(slots=True)
 class RunRecord:
-    """One run of an agent on a thread. ``status`` is the run lifecycle; ``display_status`` the CLI's view."""
+    """One run of an agent on a thread. ``status`` is the run lifecycle; ``display_status`` the CLI's view.
+
+    The identity fields (run, thread, parent run, parent thread, parent tool call, origin) say where the run comes
+    from: a delegate's run names the run, thread and tool call of its parent.
+    """
 
     run_id: str
     thread_id: str
     agent_id: str
     status: RunStatus = "created"
     parent_run_id: str | None = None
+    parent_thread_id: str | None = None
+    parent_tool_call_id: str | None = None
     session_id: str | None = None
     origin: str = "user"  # user | acp | mcp | cli | delegate | internal
     cwd: str | None = None  # the working directory its tools ran in: a resume elsewhere runs them there again
@@ -161,12 +172,9 @@ class RunRecord:
             return "running"
         if self.status == "waiting":
             return "waiting"
-        t = self.termination.type if self.termination else "natural_end"
-        if t == "cancelled":
-            return "cancelled"
-        if t == "error" or self.error:
+        if self.error:
             return "failed"
-        return "completed"
+        return self.termination.outcome if self.termination else "completed"
 
     def copy(self) -> RunRecord:
         return replace(self, input_message_ids=list(self.input_message_ids))
@@ -178,6 +186,8 @@ class RunRecord:
             "agent_id": self.agent_id,
             "status": self.status,
             "parent_run_id": self.parent_run_id,
+            "parent_thread_id": self.parent_thread_id,
+            "parent_tool_call_id": self.parent_tool_call_id,
             "session_id": self.session_id,
             "origin": self.origin,
             "cwd": self.cwd,
@@ -202,6 +212,8 @@ class RunRecord:
             agent_id=d["agent_id"],
             status=d.get("status", "created"),
             parent_run_id=d.get("parent_run_id"),
+            parent_thread_id=d.get("parent_thread_id"),
+            parent_tool_call_id=d.get("parent_tool_call_id"),
             session_id=d.get("session_id"),
             origin=d.get("origin", "user"),
             cwd=d.get("cwd"),

@@ -1,7 +1,9 @@
 """Tool vocabulary: descriptors, results, the ``Tool`` base class and the context a call runs in.
 
-Whatever a tool does wrong (raises, returns an error result, gets invalid arguments) ends as a *failed tool
-result the model sees*; the run goes on. Only the runtime decides whether a call runs, waits or is blocked.
+Whatever a tool does wrong (returns an error result, raises ``ToolFailure`` or any unexpected exception, gets invalid
+arguments) ends as a *failed tool result the model sees*; the run goes on. Only a raised ``ToolError`` is fatal: the
+runtime ends the run ``failed`` with the tool's name and message. Only the runtime decides whether a call runs,
+waits or is blocked.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from awaken_stdio.contract.state import Snapshot, StateCommand, StateKey, V
 
 if TYPE_CHECKING:
     from awaken_stdio.contract.events import AgentEvent
+    from awaken_stdio.contract.identity import RunIdentity
     from awaken_stdio.contract.profile import ProfileAccess
     from awaken_stdio.contract.suspension import SuspendTicket, ToolCallResume
 
@@ -193,7 +196,8 @@ class CancelToken:
 class ToolCallContext:
     """Everything a tool call may use: identity, the state snapshot, profile access, progress, cancellation.
 
-    ``services`` carries per-run collaborators the host supplies (the workspace file system and process runner,
+    ``run_identity`` names the run and its lineage (parent run, thread and tool call of a delegate). ``services``
+    carries per-run collaborators the host supplies (the workspace file system and process runner,
     an ACP client's ``fs/*`` and ``terminal/*``), so tools never reach into protocols themselves.
     """
 
@@ -211,6 +215,7 @@ class ToolCallContext:
     cancel: CancelToken = field(default_factory=CancelToken)
     services: Mapping[str, Any] = field(default_factory=dict)
     emit: Callable[[AgentEvent], Awaitable[None]] | None = None
+    run_identity: RunIdentity | None = None
 
     def state(self, key: StateKey[V, Any]) -> V:
         return self.snapshot.get(key)
@@ -261,7 +266,7 @@ class Tool(ABC):
 
 
 def tool_error_result(tool_name: str, exc: BaseException) -> ToolResult:
-    """The failed result a raised exception turns into."""
+    """The failed result a raised exception turns into (for a fatal ``ToolError``, the call's recorded result)."""
     if isinstance(exc, ToolError):
         result = ToolResult.error(tool_name, str(exc), data=exc.data)
         if exc.kind == "timeout":

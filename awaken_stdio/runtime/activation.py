@@ -36,6 +36,8 @@ class RunActivation:
     run_id: str | None = None
     continue_run_id: str | None = None
     parent_run_id: str | None = None
+    parent_thread_id: str | None = None
+    parent_tool_call_id: str | None = None
     session_id: str | None = None
     origin: str = "user"
     cwd: str | None = None
@@ -59,6 +61,10 @@ class RunActivation:
 
 @dataclass(slots=True)
 class AgentRunResult:
+    """How a run ended. ``status`` is ``completed`` only for a natural end; a stopped, blocked or erroneous run is
+    ``failed`` with ``status_reason`` saying why (``stopped: max_rounds``, ``blocked: <message>``, a fatal tool's
+    ``<tool>: <message>``)."""
+
     run_id: str
     thread_id: str
     agent_id: str
@@ -68,3 +74,4 @@ class AgentRunResult:
     usage: TokenUsage = field(default_factory=TokenUsage)
     status: DisplayStatus = "completed"
     pending: list[WaitingTicket] = field(default_factory=list)
+    status_reason: str | None = None

@@ -246,6 +246,8 @@ class AgentRuntime:
             thread_id,
             agent_id,
             parent_run_id=activation.parent_run_id,
+            parent_thread_id=activation.parent_thread_id,
+            parent_tool_call_id=activation.parent_tool_call_id,
             session_id=activation.session_id,
             origin=activation.origin,
             cwd=activation.cwd,

@@ -1,14 +1,16 @@
 """Delegation: another agent offered to the model as the tool ``agent_run_<id>``.
 
 The child runs on a thread of its own (its state is isolated from the parent's) and reports progress through the
-parent's tool call. A child that ends waiting for a decision suspends the parent's call in turn.
+parent's tool call; its run names the parent's run, thread and tool call (``ctx.run_identity``). A child that ends
+waiting for a decision suspends the parent's call in turn; one that fails (stopped, blocked, a fatal tool error) or
+is cancelled is an error result for the parent, with the child's reason.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.suspension import PendingToolCall, SuspendTicket, Suspension
 from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolResult
@@ -43,9 +45,9 @@ class AgentTool(Tool):
     def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
         prompt = args.get("prompt")
         if not isinstance(prompt, str):
-            raise ToolError("prompt: a string is required", "invalid_arguments")
+            raise ToolFailure("prompt: a string is required", "invalid_arguments")
         if not prompt.strip():
-            raise ToolError("prompt must not be empty", "invalid_arguments")
+            raise ToolFailure("prompt must not be empty", "invalid_arguments")
         return args
 
     async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
@@ -56,6 +58,8 @@ class AgentTool(Tool):
             [Message.user(args["prompt"])],
             agent_id=self.agent_id,
             parent_run_id=ctx.run_id,
+            parent_thread_id=ctx.thread_id,
+            parent_tool_call_id=ctx.call_id,
             origin="delegate",
             cwd=ctx.cwd,
             services=dict(ctx.services),
@@ -89,7 +93,9 @@ class AgentTool(Tool):
             await ctx.report_progress("done", f"{self.agent_id} finished")
             result = ToolResult.success(self.name, data)
         else:
-            await ctx.report_progress("cancelled" if child.status == "cancelled" else "failed", child.status)
-            result = ToolResult.error(self.name, f"agent '{self.agent_id}' ended {child.status}", data=data)
+            data["status_reason"] = child.status_reason
+            reason = f"{child.status}: {child.status_reason}" if child.status == "failed" else child.status
+            await ctx.report_progress("cancelled" if child.status == "cancelled" else "failed", reason)
+            result = ToolResult.error(self.name, f"agent '{self.agent_id}' ended {reason}", data=data)
         result.metadata["child_run_id"] = child.run_id
         return result

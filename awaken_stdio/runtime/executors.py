@@ -1,8 +1,8 @@
 """Tool executors: how a batch of allowed calls runs.
 
 ``sequential`` (the default) runs one call at a time on fresh state, commits each before the next, and stops at
-the first call that suspends itself. ``parallel`` runs every call at once on one frozen snapshot and never stops
-early; the loop then commits the results in call order.
+the first call that suspends itself or raises a fatal ``ToolError``. ``parallel`` runs every call at once on one
+frozen snapshot and never stops early; the loop then commits the results in call order.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class CallResult:
     call: ToolCall
     result: ToolResult
     command: StateCommand = field(default_factory=StateCommand)
+    fatal: str | None = None  # the tool raised a ToolError: the run ends with this reason
 
 
 # invoke(call, snapshot or None for "take a fresh one") -> result; commit(result) applies it to the run state
@@ -37,7 +38,8 @@ class ToolExecutor:
     name: str = ""
 
     async def execute(self, calls: list[ToolCall], invoke: Invoke, commit: Commit, snapshot: Snapshot) -> bool:
-        """Run ``calls``; returns False when a call suspended itself and the rest were interrupted."""
+        """Run ``calls``; returns False when a call suspended itself (or failed fatally) and the rest were
+        interrupted."""
         raise NotImplementedError
 
 
@@ -48,7 +50,7 @@ class SequentialToolExecutor(ToolExecutor):
         for i, call in enumerate(calls):
             outcome = await invoke(call, None)
             await commit(outcome)
-            if outcome.result.is_pending:
+            if outcome.result.is_pending or outcome.fatal is not None:
                 for rest in calls[i + 1 :]:
                     await commit(CallResult(rest, ToolResult.error(rest.name, INTERRUPTED)))
                 return False

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.state import StateCommand, StateKey
 from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolOutput, ToolResult
 from awaken_stdio.runtime.plugins import Phase, PhaseContext, Plugin, PluginRegistrar
@@ -76,7 +76,7 @@ class HandoffTool(Tool):
     async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> ToolOutput:
         agent = args.get("agent")
         if agent not in self.agents:
-            raise ToolError(f"agent must be one of {', '.join(self.agents)}", "invalid_arguments")
+            raise ToolFailure(f"agent must be one of {', '.join(self.agents)}", "invalid_arguments")
         return ToolOutput(ToolResult.success(self.name, {"handoff_to": agent}), request_handoff(agent))
 
 
@@ -84,6 +84,7 @@ class HandoffPlugin(Plugin):
     """Adds the handoff keys and hooks; with ``agents`` also the ``handoff`` tool the model can call."""
 
     name = "agent_handoff"
+    always_active = True  # the runtime's own: every agent, listed or not
 
     def __init__(self, agents: list[str] | None = None) -> None:
         self.agents = list(agents or [])

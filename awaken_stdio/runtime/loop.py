@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from awaken_stdio.contract.errors import DecisionTargetNotFound, ProviderError, ToolError, VersionConflict
+from awaken_stdio.contract.errors import (
+    DecisionTargetNotFound,
+    ProviderError,
+    ToolError,
+    ToolFailure,
+    VersionConflict,
+)
 from awaken_stdio.contract.events import (
     AgentEvent,
     ErrorEvent,
@@ -35,6 +41,7 @@ from awaken_stdio.contract.events import (
     ToolCallResumed,
     ToolCallStart,
 )
+from awaken_stdio.contract.identity import RunIdentity
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.inference import (
     InferenceRequest,
@@ -46,12 +53,12 @@ from awaken_stdio.contract.inference import (
 )
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import EffectRecord, MailboxStore
-from awaken_stdio.contract.messages import Message, TextBlock, ToolCall
+from awaken_stdio.contract.messages import Message, TextBlock, ToolCall, valid_text, valid_value
 from awaken_stdio.contract.profile import ProfileAccess
 from awaken_stdio.contract.state import MutationBatch, Snapshot, StateCommand
 from awaken_stdio.contract.stores import Checkpoint, RunRecord, Store, WaitingState, WaitingTicket
 from awaken_stdio.contract.suspension import (
-    PERMISSION_ACTION,
+    OUTCOME_UNKNOWN_ACTION,
     PendingToolCall,
     SuspendTicket,
     Suspension,
@@ -149,11 +156,13 @@ class AgentLoop:
         self._extra_descriptors = [t.descriptor for t in self.extra_tools.values()] + list(activation.frontend_tools)
         self._tools_for: tuple[ResolvedAgent, list[dict[str, Any]], dict[str, Any]] | None = None
         self._reasked = False  # a call a dead process left running was offered for approval again
+        self._fatal: str | None = None  # the reason a tool's raised ToolError gave to end the run
         self.ledger: MailboxStore | None = store.mailbox if store is not None else None
         self.partial_id: str | None = None
         self.state = StateStore()
         self.engine = PhaseEngine(self.state)
         self.profile: ProfileAccess | None = None
+        self.identity = _identity(record)
         self._install(agent)
         if thread_state is not None:
             self.state.restore_thread_scoped(thread_state, "skip")
@@ -174,7 +183,6 @@ class AgentLoop:
         self.engine.hooks = agent.hooks
         self.engine.actions = dict(r.actions)
         self.engine.effects = dict(r.effects)
-        self.engine.hook_filter = frozenset(agent.spec.active_hook_filter)
         if self.store is not None:
             self.profile = ProfileAccess(self.store, r.profile_keys)
 
@@ -196,6 +204,7 @@ class AgentLoop:
                 profile=self.profile,
                 cancel=self.cancel,
                 services=self.activation.services,
+                run_identity=self.identity,
                 **fields,
             )
 
@@ -238,7 +247,7 @@ class AgentLoop:
             # cancelled like ``AgentRuntime.cancel`` does, then let the cancellation go on.
             self.cancel.cancel()
             with anyio.CancelScope(shield=True):
-                await self._finish(TerminationReason.cancelled())
+                await self._finish_or_fail(TerminationReason.cancelled())
             raise
         cancelled_while_suspending = (
             self.cancel.cancelled and termination is not None and termination.type == "suspended"
@@ -253,7 +262,9 @@ class AgentLoop:
                 raise error
             assert termination is not None
             if termination.type != "suspended":
-                await self._finish(termination)
+                failure = await self._finish_or_fail(termination)
+                if failure is not None:
+                    raise failure
         return self._result(termination)
 
     async def _run(self) -> TerminationReason:
@@ -357,7 +368,7 @@ class AgentLoop:
                 "is unknown; approve to run it again"
             )
             ticket = SuspendTicket(
-                Suspension(f"perm_{call.id}", PERMISSION_ACTION, message, call.arguments),
+                Suspension(f"perm_{call.id}", OUTCOME_UNKNOWN_ACTION, message, call.arguments),
                 PendingToolCall(f"perm_{call.id}", "permission_confirm", call.arguments),
                 "replay_tool_call",
             )
@@ -523,10 +534,13 @@ class AgentLoop:
     def build_request(self) -> InferenceRequest:
         agent = self.agent
         tools, offered = self._offered_tools()
+        messages = _paired(model_view(self.messages))
+        if messages is self.messages:  # the request's own list: a transform or model may edit it in place
+            messages = list(messages)
         request = InferenceRequest(
             agent.model_name,
-            _paired(model_view(self.messages)),
-            tools,
+            messages,
+            [dict(t) for t in tools],  # the cached descriptors' JSON stays the agent's
             agent.spec.system_prompt or None,
             overrides=dict(self.activation.overrides),
         )
@@ -546,11 +560,15 @@ class AgentLoop:
         emit = self.sink is not None
         async for chunk in self.agent.executor.stream(request):
             if type(chunk) is TextChunk:
+                if (text := valid_text(chunk.text)) is not chunk.text:
+                    chunk = TextChunk(text)
                 acc.add(chunk)
                 self.partial_text.append(chunk.text)
                 if emit:
                     await self.emit(TextDelta(chunk.text, message_id))
             elif type(chunk) is ToolCallChunk:
+                if (delta := valid_text(chunk.args_delta)) is not chunk.args_delta:
+                    chunk = replace(chunk, args_delta=delta)
                 call_id = ids.get(chunk.index)
                 if call_id is None:
                     call_id = ids[chunk.index] = chunk.id or new_id("call_")
@@ -561,6 +579,8 @@ class AgentLoop:
                 if emit and chunk.args_delta:
                     await self.emit(ToolCallDelta(call_id, chunk.args_delta))
             elif type(chunk) is ReasoningChunk:
+                if (text := valid_text(chunk.text)) is not chunk.text:
+                    chunk = replace(chunk, text=text)
                 acc.add(chunk)
                 if emit and chunk.text:
                     await self.emit(ReasoningDelta(chunk.text, message_id))
@@ -568,6 +588,7 @@ class AgentLoop:
                 acc.add(chunk)
         self.partial_text = []
         result = acc.result()
+        result.tool_calls = [_valid_call(c) for c in result.tool_calls]  # names and "\\ud800" escapes in arguments
         self.inferences += 1
         if result.usage is not None:
             self.usage = self.usage + result.usage
@@ -605,7 +626,11 @@ class AgentLoop:
         return best
 
     async def _run_tools(self, calls: tuple[ToolCall, ...] | list[ToolCall]) -> TerminationReason | None:
-        """Gate each call in order; run allowed ones in batches; returns a ``blocked`` termination if one is."""
+        """Gate each call in order; run allowed ones in batches.
+
+        Returns the termination a call decided: ``blocked`` by a gate, or ``error`` when a tool raised a fatal
+        ``ToolError`` (the calls after it are interrupted, and the model is not called again).
+        """
         executor = executor_for(self.agent.spec.tool_executor)
         batch: list[ToolCall] = []
 
@@ -614,7 +639,8 @@ class AgentLoop:
             if not batch:
                 return True
             todo, batch = batch, []
-            return await executor.execute(todo, self._invoke, self._commit_call, self.state.snapshot())
+            done = await executor.execute(todo, self._invoke, self._commit_call, self.state.snapshot())
+            return done and self._fatal is None
 
         for i, call in enumerate(calls):
             tool = self._tool(call.name)
@@ -625,7 +651,7 @@ class AgentLoop:
             if decision is not None and batch:
                 if not await flush():
                     await self._interrupt(calls[i:])
-                    return None
+                    return self._fatal_end()
                 decision = await self._gate(call, tool, None)  # re-evaluated on the state after the batch
             if decision is None:
                 batch.append(call)
@@ -638,7 +664,10 @@ class AgentLoop:
             else:
                 await self._commit_call(await self._after_tool(call, tool, decision.result, StateCommand()))
         await flush()
-        return None
+        return self._fatal_end()
+
+    def _fatal_end(self) -> TerminationReason | None:
+        return TerminationReason.error(self._fatal) if self._fatal is not None else None
 
     async def _interrupt(self, calls: tuple[ToolCall, ...] | list[ToolCall]) -> None:
         for call in calls:
@@ -660,6 +689,7 @@ class AgentLoop:
             cancel=self.cancel,
             services=self.activation.services,
             emit=self.emit if self.sink is not None else None,
+            run_identity=self.identity,
         )
 
     async def _invoke(
@@ -675,13 +705,15 @@ class AgentLoop:
         await self.commit(before)
         ctx = self._call_context(call, snapshot or self.state.snapshot(), state)
         command = StateCommand()
-        started = False
+        started = executing = False
+        fatal: str | None = None
         try:
             args = call.arguments if isinstance(call.arguments, dict) else {}
             if _RAW_ARGUMENTS in args:  # the model's arguments were not JSON: let it fix them, never run on junk
-                raise ToolError(f"not valid JSON: {args[_RAW_ARGUMENTS]}", "invalid_arguments")
+                raise ToolFailure(f"not valid JSON: {args[_RAW_ARGUMENTS]}", "invalid_arguments")
             args = tool.validate_args(args)
             started = await self._effect_started(call, resume)
+            executing = True
             out = await tool.execute(args, ctx)
             if isinstance(out, ToolOutput):
                 result, command = out.result, out.command
@@ -696,9 +728,14 @@ class AgentLoop:
         except Exception as exc:
             log.debug("tool %s failed", call.name, exc_info=True)
             result = tool_error_result(call.name, exc)
+            # fatal only from the tool's own work: wrong arguments stay the model's to fix
+            if executing and isinstance(exc, ToolError) and not isinstance(exc, ToolFailure):
+                fatal = valid_text(f"{call.name}: {exc}")
         if started:
             await self._effect_finished(call, result)
-        return await self._after_tool(call, tool, result, command, resume)
+        outcome = await self._after_tool(call, tool, result, command, resume)
+        outcome.fatal = fatal
+        return outcome
 
     async def _effect_started(self, call: ToolCall, resume: ToolCallResume | None) -> bool:
         """The effect ledger's ``started`` mark, durable before the tool runs (one write, shielded)."""
@@ -733,7 +770,9 @@ class AgentLoop:
 
     async def _commit_call(self, outcome: CallResult, *, resumed: bool = False) -> None:
         """Record one finished call: state, tool message, event."""
-        call, result = outcome.call, outcome.result
+        call, result = outcome.call, _valid_result(outcome.result)
+        if outcome.fatal is not None and self._fatal is None:
+            self._fatal = outcome.fatal
         if result.is_pending:
             ticket = result.suspension or _default_ticket(call)
             await self.commit(outcome.command)
@@ -841,7 +880,8 @@ class AgentLoop:
                 return targets
 
     async def _replay(self, targets: list[str]) -> TerminationReason | None:
-        """Report cancelled calls and re-run resuming ones through gate and tool; ``blocked`` ends the run."""
+        """Report cancelled calls and re-run resuming ones through gate and tool; ``blocked`` (or a fatal tool
+        error) ends the run."""
         states = self.tool_states()
         for call_id in targets:
             state = states[call_id]
@@ -872,6 +912,8 @@ class AgentLoop:
             else:
                 outcome = await self._invoke(call, None, state)
             await self._commit_call(outcome, resumed=True)
+            if self._fatal is not None:
+                return TerminationReason.error(self._fatal)
         return None
 
     # -- handoff ------------------------------------------------------------------------------------------------
@@ -895,8 +937,8 @@ class AgentLoop:
             plugin.on_activate(new_agent.spec, batch)
         self.agent = new_agent
         self.record.agent_id = new_agent.id
+        self.identity = _identity(self.record)
         self.engine.hooks = new_agent.hooks
-        self.engine.hook_filter = frozenset(new_agent.spec.active_hook_filter)
         await self.commit(StateCommand(batch))
 
     # -- checkpoints and the end --------------------------------------------------------------------------------
@@ -980,22 +1022,36 @@ class AgentLoop:
             self.messages.append(Message.tool(s.call_id, marker, internal=True))
         await self.commit(cmd)
 
-    async def _fail(self, error: BaseException) -> None:
-        """An infrastructure failure: an ``error`` event (no RunFinish) and the run recorded as failed."""
-        code = error.kind if isinstance(error, ProviderError) else type(error).__name__
-        message = str(error) or type(error).__name__
-        await self.emit(ErrorEvent(message, code))
+    async def _finish_or_fail(self, termination: TerminationReason) -> Exception | None:
+        """:meth:`_finish`; if that fails (the store, a hook, the sink), the run is recorded failed instead and the
+        failure returned for the caller to raise."""
         try:
-            await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done("error")))
-            self.record.termination = TerminationReason.error(message)
-            self.record.error = message
+            await self._finish(termination)
+        except Exception as exc:
+            await self._fail(exc)
+            return exc
+        return None
+
+    async def _fail(self, error: BaseException) -> None:
+        """An infrastructure failure: the run recorded as failed with the error as its reason, then an ``error``
+        event (no RunFinish). Each part is best effort: the store or the sink may be what failed."""
+        code = error.kind if isinstance(error, ProviderError) else type(error).__name__
+        termination = TerminationReason.error(valid_text(str(error) or type(error).__name__))
+        try:
+            await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done(termination.done_reason)))
+            self.record.termination = termination
+            self.record.error = termination.done_reason
             self.record.waiting = None
             await self.checkpoint()
+        except Exception:
+            log.exception("could not record the failure of run %s", self.run_id)
+        try:
+            await self.emit(ErrorEvent(termination.done_reason or "error", code))
             make = self.ctx(Phase.RUN_END)
             for plugin in self.agent.plugins:
                 await plugin.on_run_failed(make(), error)
         except Exception:
-            log.exception("could not record the failure of run %s", self.run_id)
+            log.exception("could not report the failure of run %s", self.run_id)
 
     def _result(self, termination: TerminationReason) -> AgentRunResult:
         self.record.termination = self.record.termination or termination
@@ -1010,7 +1066,35 @@ class AgentLoop:
             self.usage,
             "waiting" if termination.type == "suspended" else self.record.display_status,
             pending,
+            termination.done_reason,
         )
+
+
+def _identity(record: RunRecord) -> RunIdentity:
+    return RunIdentity(
+        record.run_id,
+        record.thread_id,
+        record.agent_id,
+        record.origin,
+        record.parent_run_id,
+        record.parent_thread_id,
+        record.parent_tool_call_id,
+        record.session_id,
+    )
+
+
+def _valid_call(call: ToolCall) -> ToolCall:
+    name, arguments = valid_text(call.name), valid_value(call.arguments)
+    return call if name is call.name and arguments is call.arguments else ToolCall(call.id, name, arguments)
+
+
+def _valid_result(result: ToolResult) -> ToolResult:
+    """The result with valid text only (what the conversation stores and clients are sent)."""
+    message = valid_text(result.message) if result.message is not None else None
+    data = valid_value(result.data)
+    if message is result.message and data is result.data:
+        return result
+    return replace(result, message=message, data=data)
 
 
 def _not_found(call: ToolCall) -> CallResult:

@@ -95,7 +95,7 @@ MetricsEvent = InferenceEvent | ToolEvent
 class AgentMetrics:
     """A run's aggregate, delivered once it ends (or stops to wait for a person: ``status == "waiting"``).
 
-    ``status`` is the run's ``status_reason`` (``natural``, ``cancelled``, ``blocked:<r>``, ``stopped:<code>``),
+    ``status`` is the run's ``status_reason`` (``natural``, ``cancelled``, ``blocked: <r>``, ``stopped: <code>``),
     ``waiting`` or ``error``; ``errors`` counts failed inferences and failed tool calls.
     """
 
@@ -300,6 +300,7 @@ class ObservabilityPlugin(Plugin):
     """
 
     name = "observability"
+    always_active = True  # the runtime's own: every agent, listed or not
 
     def __init__(
         self,
@@ -414,9 +415,6 @@ class ObservabilityPlugin(Plugin):
 
     def _start_inference(self, request: InferenceRequest, ctx: PhaseContext) -> InferenceRequest:
         """A request transform only in name: it starts the ``chat`` span just before the model is called."""
-        hook_filter = ctx.agent.active_hook_filter
-        if hook_filter and self.name not in hook_filter:
-            return request  # our hooks are filtered out: a span started here would never end
         run = self._run(ctx)
         provider = self._provider(ctx.agent.model)
         span = None

@@ -202,6 +202,7 @@ class PermissionPlugin(Plugin):
     """
 
     name = "permission"
+    always_active = True  # the runtime's own: every agent, listed or not
 
     def __init__(self, store: PermissionStore, *, remember_for_s: float | None = None) -> None:
         self.store = store

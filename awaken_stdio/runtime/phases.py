@@ -37,17 +37,13 @@ class PhaseEngine:
     hooks: dict[Phase, list[tuple[str, PhaseHook]]] = field(default_factory=dict)
     actions: dict[str, tuple[Phase, ScheduledActionHandler]] = field(default_factory=dict)
     effects: dict[str, EffectHandler] = field(default_factory=dict)
-    hook_filter: frozenset[str] = frozenset()
     pending: list[_QueuedAction] = field(default_factory=list)
     failed_actions: list[tuple[ScheduledAction, str]] = field(default_factory=list)
     effect_failures: int = 0
     _next_action_id: int = 0
 
     def hooks_for(self, phase: Phase) -> list[tuple[str, PhaseHook]]:
-        hooks = self.hooks.get(phase, ())
-        if self.hook_filter:
-            return [h for h in hooks if h[0] in self.hook_filter]
-        return list(hooks)
+        return list(self.hooks.get(phase, ()))
 
     # -- submitting commands ------------------------------------------------------------------------------------
 

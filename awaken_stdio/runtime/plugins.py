@@ -3,6 +3,11 @@
 A :class:`Plugin` registers what it brings through a :class:`PluginRegistrar`: state and profile keys, phase hooks,
 tool-gate hooks, request transforms, tools, scheduled-action and effect handlers. The runtime installs the
 registrations of every plugin an agent uses into that run's state store and phase engine.
+
+A plugin registered on the runtime is *active* for an agent when the agent lists its name in ``AgentSpec.plugins``
+(as the docs' agents list ``plugin_ids``) or when the plugin is ``always_active`` (the runtime's own: permission,
+observability, handoff). Only active plugins contribute hooks, gates, request transforms and tools to the agent's
+runs; a non-empty ``AgentSpec.active_hook_filter`` narrows those contributions to the plugins it names.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from awaken_stdio.contract.errors import (
     EffectHandlerAlreadyRegistered,
@@ -24,6 +29,7 @@ from awaken_stdio.contract.tools import CancelToken, Tool, ToolResult
 
 if TYPE_CHECKING:
     from awaken_stdio.contract.agent import AgentSpec
+    from awaken_stdio.contract.identity import RunIdentity
     from awaken_stdio.contract.inference import InferenceRequest, StreamResult
     from awaken_stdio.contract.profile import ProfileAccess, ProfileKey
     from awaken_stdio.contract.suspension import SuspendTicket, ToolCallResume
@@ -61,7 +67,8 @@ class Phase(StrEnum):
 @dataclass(slots=True)
 class PhaseContext:
     """What a hook sees. Tool fields are set in the tool phases, ``response`` after inference, ``offered_tools``
-    (the descriptors of the tools in the request, by name) for request transforms."""
+    (the descriptors of the tools in the request, by name) for request transforms. ``run_identity`` names the run
+    and its lineage (a delegate's parent run, thread and tool call)."""
 
     phase: Phase
     snapshot: Snapshot
@@ -82,6 +89,7 @@ class PhaseContext:
     cancel: CancelToken | None = None
     services: dict[str, Any] = field(default_factory=dict)
     offered_tools: Mapping[str, ToolDescriptor] = field(default_factory=dict)
+    run_identity: RunIdentity | None = None
 
     def state(self, key: StateKey[Any, Any]) -> Any:
         return self.snapshot.get(key)
@@ -129,6 +137,7 @@ class PluginRegistrar:
     gates: list[tuple[str, ToolGateHook]] = field(default_factory=list)
     transforms: list[tuple[str, RequestTransform]] = field(default_factory=list)
     tools: dict[str, Tool] = field(default_factory=dict)
+    tool_owner: dict[str, str] = field(default_factory=dict)
     actions: dict[str, tuple[Phase, ScheduledActionHandler]] = field(default_factory=dict)
     effects: dict[str, EffectHandler] = field(default_factory=dict)
     key_owner: dict[str, str] = field(default_factory=dict)
@@ -151,12 +160,19 @@ class PluginRegistrar:
         self.gates.append((self.plugin_id, hook))
 
     def request_transform(self, transform: RequestTransform) -> None:
+        """Rewrite each request of the agent's runs right before the model call (registration order).
+
+        The request is the transform's own: it may edit ``request.messages`` (a copy of the history: append,
+        insert, replace or drop items), ``tools`` and ``overrides`` in place, or return a new request; the stored
+        conversation changes only through the runtime. Messages themselves are frozen: replace one to change it.
+        """
         self.transforms.append((self.plugin_id, transform))
 
     def register_tool(self, tool: Tool) -> None:
         if tool.name in self.tools:
             raise ToolAlreadyRegistered(tool.name)
         self.tools[tool.name] = tool
+        self.tool_owner[tool.name] = self.plugin_id
 
     def scheduled_action(self, name: str, phase: Phase, handler: ScheduledActionHandler) -> None:
         if name in self.actions:
@@ -176,15 +192,27 @@ class PluginRegistrar:
         finally:
             self.plugin_id = previous
 
+    def narrow(self, plugin_ids: frozenset[str]) -> None:
+        """Keep only the hooks, gates, transforms and tools of ``plugin_ids`` (an agent's ``active_hook_filter``);
+        keys and handlers stay, as they are structural."""
+        self.hooks = [h for h in self.hooks if h[0] in plugin_ids]
+        self.gates = [g for g in self.gates if g[0] in plugin_ids]
+        self.transforms = [t for t in self.transforms if t[0] in plugin_ids]
+        self.tools = {n: t for n, t in self.tools.items() if self.tool_owner[n] in plugin_ids}
+
 
 class Plugin:
     """Extend the runtime: override :meth:`register`, and optionally the activation hooks.
+
+    An agent uses the plugin when its ``AgentSpec.plugins`` names it (``name``), or always when ``always_active``.
 
     ``on_activate`` seeds state when an agent using the plugin becomes active (a run starts or a handoff switches
     to it); ``on_deactivate`` cleans up when a handoff switches away.
     """
 
     name: str = "plugin"
+    # active for every agent, listed in ``AgentSpec.plugins`` or not (the runtime's own plugins)
+    always_active: ClassVar[bool] = False
 
     def register(self, registrar: PluginRegistrar) -> None:
         """Add keys, hooks, tools and handlers."""

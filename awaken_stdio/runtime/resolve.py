@@ -16,7 +16,7 @@ from awaken_stdio.runtime.plugins import Phase, PhaseHook, Plugin, PluginRegistr
 if TYPE_CHECKING:
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
 
-__all__ = ["ResolvedAgent", "matches_any", "resolve_agent"]
+__all__ = ["ResolvedAgent", "active_plugins", "matches_any", "resolve_agent"]
 
 
 def matches_any(name: str, patterns: list[str]) -> bool:
@@ -49,9 +49,11 @@ def resolve_agent(runtime: AgentRuntime, agent_id: str) -> ResolvedAgent:
     executor, model_name = model
 
     registrar = PluginRegistrar()
-    plugins = list(runtime.plugins)
+    plugins = active_plugins(runtime.plugins, spec)
     for plugin in plugins:
         registrar.install(plugin)
+    if spec.active_hook_filter:
+        registrar.narrow(frozenset(spec.active_hook_filter))
 
     patterns = spec.tools or []
     tools: dict[str, Tool] = {
@@ -74,6 +76,19 @@ def resolve_agent(runtime: AgentRuntime, agent_id: str) -> ResolvedAgent:
     resolved = ResolvedAgent(spec, model_name, executor, tools, plugins, registrar, index_hooks(registrar.hooks))
     resolved.tool_json = [_tool_json(t) for t in tools.values()]
     return resolved
+
+
+def active_plugins(registered: list[Plugin], spec: AgentSpec) -> list[Plugin]:
+    """The plugins ``spec`` uses, in registration order: the ones it lists and the always-active ones.
+
+    A listed name no registered plugin has is a configuration error, as in the docs (``PluginNotFound``).
+    """
+    known = {p.name for p in registered}
+    for name in spec.plugins:
+        if name not in known:
+            raise ConfigError(f"agent {spec.id!r} uses plugin {name!r}, which is not registered on the runtime")
+    listed = set(spec.plugins)
+    return [p for p in registered if p.always_active or p.name in listed]
 
 
 def _tool_json(tool: Tool) -> dict[str, Any]:

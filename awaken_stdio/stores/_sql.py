@@ -75,8 +75,8 @@ class Queries:
     meta_set: str  # key, value
     # -- threads --
     thread_bump: str  # added, updated_at, state|NULL, thread_id, expected_count
-    thread_insert: str  # thread_id, agent_id, message_count, state|NULL, now   (no-op if present)
-    thread_ensure: str  # thread_id, agent_id, now                             (no-op if present)
+    thread_insert: str  # thread_id, agent_id, message_count, state|NULL, now, parent_thread_id   (no-op if present)
+    thread_ensure: str  # thread_id, agent_id, now, parent_thread_id                             (no-op if present)
     thread_count: str  # thread_id -> (message_count)
     thread_get: str  # thread_id -> thread columns (see _thread)
     thread_save: str  # thread_id, title, agent_id, parent_thread_id, metadata, created_at, updated_at
@@ -206,7 +206,10 @@ class SqlStore(BaseStore, Store):
             # Only a first checkpoint (expected count 0) may create the thread; any other miss is a conflict,
             # named with the count actually found.
             if not await tx.execute(q.thread_bump, added, now, state, cp.thread_id, first) and (
-                first != 0 or not await tx.execute(q.thread_insert, cp.thread_id, cp.run.agent_id, added, state, now)
+                first != 0
+                or not await tx.execute(
+                    q.thread_insert, cp.thread_id, cp.run.agent_id, added, state, now, cp.run.parent_thread_id
+                )
             ):
                 row = await tx.fetchone(q.thread_count, cp.thread_id)
                 check_count(cp, row[0] if row is not None else 0)
@@ -237,7 +240,7 @@ class SqlStore(BaseStore, Store):
         q, text = self.q, dumps(state.to_json())
 
         async def write(tx: Tx) -> None:
-            await tx.execute(q.thread_ensure, thread_id, None, now_ms())
+            await tx.execute(q.thread_ensure, thread_id, None, now_ms(), None)
             await tx.execute(q.thread_state_set, text, thread_id)
 
         await self._write(write)
@@ -261,7 +264,7 @@ class SqlStore(BaseStore, Store):
         q, row = self.q, _run_row(run)
 
         async def write(tx: Tx) -> None:
-            await tx.execute(q.thread_ensure, run.thread_id, run.agent_id, now_ms())
+            await tx.execute(q.thread_ensure, run.thread_id, run.agent_id, now_ms(), run.parent_thread_id)
             await tx.execute(q.run_upsert, *row)
 
         await self._write(write)

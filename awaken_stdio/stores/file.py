@@ -180,11 +180,13 @@ class FileStore(BaseStore, Store):
     def _commit(self, thread_id: str) -> dict[str, Any] | None:
         return _read(self._thread_dir(thread_id) / "commit.json")
 
-    def _commit_or_new(self, thread_id: str, agent_id: str | None) -> dict[str, Any]:
+    def _commit_or_new(
+        self, thread_id: str, agent_id: str | None = None, parent_thread_id: str | None = None
+    ) -> dict[str, Any]:
         c = self._commit(thread_id)
         if c is None:
             c = {
-                "thread": record_to_json(ThreadRecord(thread_id, agent_id=agent_id)),
+                "thread": record_to_json(ThreadRecord(thread_id, agent_id=agent_id, parent_thread_id=parent_thread_id)),
                 "state": None,
                 "chunks": [],
                 "runs": {},
@@ -242,7 +244,7 @@ class FileStore(BaseStore, Store):
         return await self._run(self._load_messages, thread_id, offset, limit)
 
     def _checkpoint(self, cp: Checkpoint, lines: str, run: dict[str, Any], state: dict[str, Any] | None) -> None:
-        c = self._commit_or_new(cp.thread_id, cp.run.agent_id)
+        c = self._commit_or_new(cp.thread_id, cp.run.agent_id, cp.run.parent_thread_id)
         first = c["thread"]["message_count"]
         check_count(cp, first)
         if cp.messages:
@@ -263,7 +265,7 @@ class FileStore(BaseStore, Store):
         await self._run(self._checkpoint, cp, lines, cp.run.to_json(), state)
 
     def _save_thread(self, thread: dict[str, Any]) -> None:
-        c = self._commit_or_new(thread["thread_id"], None)
+        c = self._commit_or_new(thread["thread_id"])
         thread["message_count"] = c["thread"]["message_count"]  # owned by checkpoints
         c["thread"] = thread
         self._save_commit(thread["thread_id"], c)
@@ -279,7 +281,7 @@ class FileStore(BaseStore, Store):
         return await self._run(self._load_thread_state, thread_id)
 
     def _save_thread_state(self, thread_id: str, state: dict[str, Any]) -> None:
-        c = self._commit_or_new(thread_id, None)
+        c = self._commit_or_new(thread_id)
         c["state"] = state
         self._save_commit(thread_id, c)
 
@@ -325,7 +327,7 @@ class FileStore(BaseStore, Store):
 
     def _save_run(self, run: RunRecord, data: dict[str, Any]) -> None:
         self._index_run(run)
-        c = self._commit_or_new(run.thread_id, run.agent_id)
+        c = self._commit_or_new(run.thread_id, run.agent_id, run.parent_thread_id)
         c["runs"][run.run_id] = data
         self._save_commit(run.thread_id, c)
 

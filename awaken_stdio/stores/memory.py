@@ -67,10 +67,14 @@ class MemoryStore(BaseStore, Store):
 
     # -- threads ---------------------------------------------------------------------------------------------
 
-    def _ensure_thread(self, thread_id: str, agent_id: str | None = None) -> ThreadRecord:
+    def _ensure_thread(
+        self, thread_id: str, agent_id: str | None = None, parent_thread_id: str | None = None
+    ) -> ThreadRecord:
         thread = self._threads.get(thread_id)
         if thread is None:
-            thread = self._threads[thread_id] = ThreadRecord(thread_id, agent_id=agent_id)
+            thread = self._threads[thread_id] = ThreadRecord(
+                thread_id, agent_id=agent_id, parent_thread_id=parent_thread_id
+            )
             self._messages[thread_id] = []
         return thread
 
@@ -97,7 +101,7 @@ class MemoryStore(BaseStore, Store):
         thread = self._threads.get(cp.thread_id)
         check_run_thread(cp)
         check_count(cp, thread.message_count if thread is not None else 0)
-        thread = self._ensure_thread(cp.thread_id, cp.run.agent_id)
+        thread = self._ensure_thread(cp.thread_id, cp.run.agent_id, cp.run.parent_thread_id)
         self._messages[cp.thread_id].extend(cp.messages)
         thread.message_count += len(cp.messages)
         thread.updated_at = now_ms()
@@ -158,7 +162,7 @@ class MemoryStore(BaseStore, Store):
 
     async def save_run(self, run: RunRecord) -> None:
         self._check_open()
-        self._ensure_thread(run.thread_id, run.agent_id)
+        self._ensure_thread(run.thread_id, run.agent_id, run.parent_thread_id)
         self._put_run(run)
 
     async def latest_run(self, thread_id: str) -> RunRecord | None:

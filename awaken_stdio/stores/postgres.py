@@ -43,11 +43,11 @@ QUERIES = Queries(
         UPDATE threads SET message_count = message_count + $1, updated_at = $2, state = COALESCE($3::json, state)
         WHERE thread_id = $4 AND message_count = $5""",
     thread_insert="""
-        INSERT INTO threads (thread_id, agent_id, message_count, state, created_at, updated_at)
-        VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (thread_id) DO NOTHING""",
+        INSERT INTO threads (thread_id, agent_id, message_count, state, created_at, updated_at, parent_thread_id)
+        VALUES ($1, $2, $3, $4, $5, $5, $6) ON CONFLICT (thread_id) DO NOTHING""",
     thread_ensure="""
-        INSERT INTO threads (thread_id, agent_id, created_at, updated_at) VALUES ($1, $2, $3, $3)
-        ON CONFLICT (thread_id) DO NOTHING""",
+        INSERT INTO threads (thread_id, agent_id, created_at, updated_at, parent_thread_id)
+        VALUES ($1, $2, $3, $3, $4) ON CONFLICT (thread_id) DO NOTHING""",
     thread_count="SELECT message_count FROM threads WHERE thread_id = $1",
     thread_get=f"SELECT {THREAD_COLUMNS}, state FROM threads WHERE thread_id = $1",
     thread_save="""

@@ -35,7 +35,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 from typing_extensions import is_typeddict
 
-from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.tools import (
     Tool,
     ToolCallContext,
@@ -278,11 +278,11 @@ class _Signature:
         if args is None:
             args = {}
         if not isinstance(args, dict):
-            raise ToolError(f"the arguments must be a JSON object, not {type(args).__name__}", "invalid_arguments")
+            raise ToolFailure(f"the arguments must be a JSON object, not {type(args).__name__}", "invalid_arguments")
         try:
             return self.model.model_validate(args)
         except ValidationError as exc:
-            raise ToolError(explain_validation_error(exc), "invalid_arguments") from None
+            raise ToolFailure(explain_validation_error(exc), "invalid_arguments") from None
 
     def call_args(self, instance: BaseModel, ctx: ToolCallContext) -> tuple[list[Any], dict[str, Any]]:
         values = {p.name: instance if self.flat else getattr(instance, p.field) for p in self.params}

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import anyio.abc
 
-from awaken_stdio.contract.errors import ConfigError, ToolError
+from awaken_stdio.contract.errors import ConfigError, ToolFailure
 from awaken_stdio.contract.tools import EMPTY_SCHEMA, Tool, ToolCallContext, ToolDescriptor, ToolResult, infer_tool_kind
 from awaken_stdio.tools._processes import open_session_process, release_session, stop_process_group, wait_until
 from awaken_stdio.tools.schema import PortabilityError, portable_schema
@@ -321,7 +321,7 @@ class McpTool(Tool):
     async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
         link = self._server.link
         if link is None or link.session is None:
-            raise ToolError(
+            raise ToolFailure(
                 f"MCP server {self.server_name} is not connected: {self._server.status.error or 'starting'}"
             )
 
@@ -345,16 +345,16 @@ class McpTool(Tool):
         if failure is not None:
             raise self._call_error(failure, link) from failure
         if result is None:
-            raise ToolError("the call was cancelled", "cancelled")
+            raise ToolFailure("the call was cancelled", "cancelled")
         return _tool_result(self.name, result)
 
-    def _call_error(self, exc: Exception, link: _Link) -> ToolError:
+    def _call_error(self, exc: Exception, link: _Link) -> ToolFailure:
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         if isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT:
             limit = self._server.spec.call_timeout_s
-            return ToolError(
+            return ToolFailure(
                 f"MCP server {self.server_name}: tool {self.remote_name} did not answer within {limit:g} s "
                 "(call_timeout_s); the call was cancelled",
                 "timeout",
@@ -363,13 +363,13 @@ class McpTool(Tool):
             link.lose("the connection closed during a call")
             reason = "the connection closed during the call"
         elif isinstance(exc, MCPError):
-            return ToolError(f"MCP server {self.server_name} answered error {exc.code}: {exc.message}")
+            return ToolFailure(f"MCP server {self.server_name} answered error {exc.code}: {exc.message}")
         elif isinstance(exc, (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)):
             reason = _describe(exc)
             link.lose(reason)
         else:
-            return ToolError(f"MCP server {self.server_name}: the call failed: {_describe(exc)}")
-        return ToolError(f"MCP server {self.server_name} is not connected: {reason}")
+            return ToolFailure(f"MCP server {self.server_name}: the call failed: {_describe(exc)}")
+        return ToolFailure(f"MCP server {self.server_name} is not connected: {reason}")
 
 
 async def _cancel_on_token(ctx: ToolCallContext, scope: anyio.CancelScope) -> None:

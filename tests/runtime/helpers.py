@@ -52,7 +52,10 @@ def make_runtime(
     agents: Iterable[tuple[AgentSpec, Turns]] = (),
     **spec: Any,
 ) -> AgentRuntime:
-    """A runtime whose agent ``default`` plays ``turns``; ``agents`` adds more agents, each with its own model."""
+    """A runtime whose agent ``default`` plays ``turns`` and uses ``plugins``; ``agents`` adds more agents, each with
+    its own model."""
+    plugins = list(plugins)
+    spec.setdefault("plugins", [p.name for p in plugins if not p.always_active])
     runtime = AgentRuntime(tools=tools, plugins=plugins, store=store)
     runtime.add_agent(AgentSpec("default", model="default", **spec)).add_model("default", model(turns))
     for agent, agent_turns in agents:
@@ -211,9 +214,12 @@ def permission_ticket(call_id: str, tool: str, args: Any) -> SuspendTicket:
 
 
 class AskPermission(Plugin):
-    """A permission-style gate: suspends calls of ``tools`` (all when empty) until a decision replays them."""
+    """A permission-style gate: suspends calls of ``tools`` (all when empty) until a decision replays them.
+
+    Active for every agent, as the real permission plugin is."""
 
     name = "test_permission"
+    always_active = True
 
     def __init__(self, *tools: str) -> None:
         self.tools = set(tools)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -151,7 +152,7 @@ async def test_a_child_runs_with_isolated_state() -> None:
         tools=[add],
         plugins=[CounterPlugin()],
         delegates=["helper"],
-        agents=[(HELPER, [turn("", call("add", {"n": 5})), turn("counted")])],
+        agents=[(replace(HELPER, plugins=["test_counter"]), [turn("", call("add", {"n": 5})), turn("counted")])],
     )
 
     result = await runtime.run_to_completion(RunActivation([Message.user("go")], thread_id="parent"))
@@ -215,8 +216,8 @@ async def test_a_handoff_to_an_unknown_agent_blocks_the_run() -> None:
     assert len(log.requests) == 1
     assert rec.types()[-1] == "run_finish" and rec.types().count("step_start") == 1
     record = await runtime.store.load_run(result.run_id)
-    assert record is not None and record.display_status == "completed"
-    assert record.status_reason == "blocked:handoff resolve failed: agent not found: ghost"
+    assert record is not None and record.display_status == "failed"
+    assert record.status_reason == "blocked: handoff resolve failed: agent not found: ghost"
 
 
 async def test_handoff_runs_the_plugins_activation_hooks() -> None:

@@ -128,7 +128,7 @@ async def test_max_rounds_stops_after_the_nth_inference_before_its_tools(max_rou
     assert result.response == f"round {max_rounds - 1}"
     finish = rec.events[-1]
     assert isinstance(finish, RunFinish) and finish.result is not None
-    assert finish.result.status_reason == "stopped:max_rounds"
+    assert finish.result.status_reason == "stopped: max_rounds"
     assert_well_formed(rec.events)
 
 
@@ -214,8 +214,11 @@ async def test_a_new_user_message_supersedes_suspended_calls() -> None:
 
 async def test_thread_state_persists_across_runs_and_run_state_starts_at_default() -> None:
     add = adder()
-    runtime = make_runtime(lambda request, i: turn("", call("add", {"n": 2})) if i % 2 == 0 else turn("ok"))
-    runtime.add_tool(add).add_plugin(CounterPlugin())
+    runtime = make_runtime(
+        lambda request, i: turn("", call("add", {"n": 2})) if i % 2 == 0 else turn("ok"),
+        tools=[add],
+        plugins=[CounterPlugin()],
+    )
 
     for text in ("one", "two"):
         await runtime.run_to_completion(RunActivation([Message.user(text)], thread_id="t"))

@@ -156,14 +156,6 @@ async def test_collect_commands_fails_on_exclusive_conflict() -> None:
 
 
 @pytest.mark.anyio
-async def test_hook_filter_restricts_which_plugins_run() -> None:
-    engine = hooked(("a", writer(MODE, "A")), ("b", writer(OTHER, "B")))
-    engine.hook_filter = frozenset({"b"})
-    await engine.run_phase(BEFORE, ctx_factory(engine))
-    assert (engine.store.snapshot().has(MODE), engine.store.snapshot().get(OTHER)) == (False, "B")
-
-
-@pytest.mark.anyio
 async def test_hooks_of_other_phases_do_not_run() -> None:
     engine = hooked(("a", writer(MODE, "A")), phase=Phase.AFTER_INFERENCE)
     await engine.run_phase(BEFORE, ctx_factory(engine))

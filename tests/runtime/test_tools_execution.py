@@ -7,8 +7,8 @@ from typing import Any
 import anyio
 import pytest
 
-from awaken_stdio.contract.errors import ToolError
-from awaken_stdio.contract.events import ToolCallDone
+from awaken_stdio.contract.errors import ToolError, ToolFailure
+from awaken_stdio.contract.events import RunFinish, RunResult, ToolCallDone
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.tools import ToolCallContext, ToolResult
 from awaken_stdio.runtime.executors import INTERRUPTED
@@ -34,11 +34,11 @@ from tests.runtime.helpers import (
 pytestmark = pytest.mark.anyio
 
 
-def raising(exc: BaseException) -> FnTool:
+def raising(exc: BaseException, name: str = "flaky") -> FnTool:
     async def fail(args: dict[str, Any], ctx: ToolCallContext) -> Any:
         raise exc
 
-    return FnTool("flaky", fail)
+    return FnTool(name, fail)
 
 
 async def returning_error(args: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
@@ -49,13 +49,13 @@ async def returning_error(args: dict[str, Any], ctx: ToolCallContext) -> ToolRes
     ("tool", "text", "metadata"),
     [
         (raising(RuntimeError("boom")), "Execution failed: boom", {}),
-        (raising(ToolError("no such row", "not_found")), "Not found: no such row", {}),
-        (raising(ToolError("took 30 s", "timeout")), "Timeout: took 30 s", {"timed_out": True}),
+        (raising(ToolFailure("no such row", "not_found")), "Not found: no such row", {}),
+        (raising(ToolFailure("took 30 s", "timeout")), "Timeout: took 30 s", {"timed_out": True}),
         (raising(TimeoutError("too slow")), "Timeout: too slow", {"timed_out": True}),
         (FnTool("flaky", returning_error), "[io] disk full", {}),
         (FnTool("other"), "tool 'flaky' not found", {}),
     ],
-    ids=["raise", "tool-error", "timeout-kind", "timeout-builtin", "error-result", "unknown-tool"],
+    ids=["raise", "tool-failure", "timeout-kind", "timeout-builtin", "error-result", "unknown-tool"],
 )
 async def test_a_failing_call_becomes_a_failed_result_the_model_sees_and_the_run_goes_on(
     tool: FnTool, text: str, metadata: dict[str, Any]
@@ -75,6 +75,45 @@ async def test_a_failing_call_becomes_a_failed_result_the_model_sees_and_the_run
     assert tool_messages(log.requests[1])["c1"] == text
     assert result.termination == TerminationReason.natural()
     assert result.response == "recovered"
+
+
+@pytest.mark.parametrize("executor", ["sequential", "parallel"])
+async def test_a_raised_tool_error_ends_the_run_failed_after_that_one_model_call(executor: str) -> None:
+    # The docs: "for fatal errors that should stop the run, return a ToolError instead".
+    log = RequestLog([turn("", call("fatal", id="c1"), call("ok", id="c2")), turn("never asked")])
+    ok = FnTool("ok")
+    runtime = make_runtime(log, tools=[raising(ToolError("the disk is on fire"), "fatal"), ok], tool_executor=executor)
+    rec = Recorder()
+
+    result = await runtime.run("go", rec)
+
+    assert len(log.requests) == 1  # the model is not called again
+    reason = "fatal: Execution failed: the disk is on fire"
+    assert result.termination == TerminationReason.error(reason)
+    assert (result.status, result.status_reason) == ("failed", reason)
+    done = done_by_id(rec)
+    assert done["c1"].outcome == "failed"
+    if executor == "sequential":  # the calls after it do not run
+        assert done["c2"].result.message == INTERRUPTED and ok.calls == []
+    finish = rec.events[-1]
+    assert isinstance(finish, RunFinish) and finish.result == RunResult("", "failed", reason)
+    record = await runtime.store.load_run(result.run_id)
+    assert record is not None and (record.display_status, record.status_reason) == ("failed", reason)
+    assert record.error == reason
+
+
+async def test_a_tool_error_raised_while_checking_arguments_is_a_failed_call_the_model_can_fix() -> None:
+    class Picky(FnTool):
+        def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
+            raise ToolError("n must be positive", "invalid_arguments")
+
+    log = RequestLog([turn("", call("picky", id="c1")), turn("fixed")])
+    runtime = make_runtime(log, tools=[Picky("picky")])
+
+    result = await runtime.run("go")
+
+    assert tool_messages(log.requests[1])["c1"] == "Invalid arguments: n must be positive"
+    assert (result.status, result.response) == ("completed", "fixed")
 
 
 async def test_invalid_arguments_fail_the_call_with_the_validation_message() -> None:
@@ -296,7 +335,7 @@ async def test_block_fails_the_call_interrupts_the_rest_and_ends_the_run_blocked
     assert result.termination == TerminationReason.blocked("danger is off limits")
     finish = rec.events[-1]
     assert finish.event_type == "run_finish"
-    assert finish.result is not None and finish.result.status_reason == "blocked:danger is off limits"
+    assert finish.result is not None and finish.result.status_reason == "blocked: danger is off limits"
     assert rec.types().count("inference_complete") == 1
 
 

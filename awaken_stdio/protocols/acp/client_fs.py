@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.protocols.acp.front import RESOURCE_NOT_FOUND
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
 from awaken_stdio.tools.workspace import (
@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 _RELEASE_TIMEOUT_S = 5.0
 
 
-def _tool_error(method: str, exc: JsonRpcError) -> ToolError:
-    return ToolError(f"the editor refused {method}: {exc.message}")
+def _tool_error(method: str, exc: JsonRpcError) -> ToolFailure:
+    return ToolFailure(f"the editor refused {method}: {exc.message}")
 
 
 class AcpFileSystem(LocalFileSystem):
@@ -55,7 +55,7 @@ class AcpFileSystem(LocalFileSystem):
         except JsonRpcError as exc:
             # Editors differ in how they say "no such file" (-32002, -32603 with a message...): ask the disk.
             if exc.code == RESOURCE_NOT_FOUND or not await anyio.Path(path).exists():
-                raise ToolError(f"{path} does not exist", "not_found") from None
+                raise ToolFailure(f"{path} does not exist", "not_found") from None
             raise _tool_error("fs/read_text_file", exc) from None
         text = answer.get("content", "") if isinstance(answer, dict) else ""
         # The whole buffer, then the window here: the tools need the total line count for "N more lines" notes.

@@ -14,7 +14,7 @@ from typing import Annotated
 import anyio
 from pydantic import Field
 
-from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.tools import CancelToken, ToolCallContext, ToolResult
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool
@@ -55,7 +55,7 @@ async def run_command(
     runner = get_process_runner(ctx)
     result = await _run_unless_cancelled(runner, command, workspace.root, timeout, ctx)
     if result is None:
-        raise ToolError(f"the command was stopped: {command}", "cancelled")
+        raise ToolFailure(f"the command was stopped: {command}", "cancelled")
     output = result.output
     if result.omitted_chars:
         output = (
@@ -72,7 +72,7 @@ async def run_command(
     }
     if result.timed_out:
         stopped = f"the command did not finish within {timeout:g} s and was stopped"
-        raise ToolError(f"{stopped}; its output:\n{output}" if output else stopped, "timeout", data=data)
+        raise ToolFailure(f"{stopped}; its output:\n{output}" if output else stopped, "timeout", data=data)
     ending = f"(exit code {result.exit_code})" if result.signal is None else f"(killed by {result.signal})"
     message = ending if not output else output.removesuffix("\n") + "\n" + ending
     return success(ctx.tool_name, message, data, [location(workspace.root)])

@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.errors import ToolError, ToolFailure
 from awaken_stdio.contract.tools import ToolCallContext, ToolResult
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool
@@ -67,7 +67,7 @@ async def read_file(
     window = await get_file_system(ctx).read_text(real, line=start, limit=count)
     total = window.total_lines
     if start > max(total, 1):
-        raise ToolError(f"line {start} is past the end of {shown}, which has {_lines(total)}", "invalid_arguments")
+        raise ToolFailure(f"line {start} is past the end of {shown}, which has {_lines(total)}", "invalid_arguments")
     parts: list[str] = []
     size = 0
     for text in _LINE.findall(window.text):
@@ -127,9 +127,11 @@ async def edit_file(
         replace_all: Replace every occurrence instead of exactly one.
     """
     if not old_text:
-        raise ToolError("old_text is empty; to create a file or replace all of it, use write_file", "invalid_arguments")
+        raise ToolFailure(
+            "old_text is empty; to create a file or replace all of it, use write_file", "invalid_arguments"
+        )
     if old_text == new_text:
-        raise ToolError("old_text and new_text are the same; there is nothing to change", "invalid_arguments")
+        raise ToolFailure("old_text and new_text are the same; there is nothing to change", "invalid_arguments")
     workspace = await get_workspace(ctx)
     real = await workspace.resolve(path)
     shown = workspace.display(real)
@@ -139,12 +141,12 @@ async def edit_file(
         old_text, new_text = old_text.replace("\n", "\r\n"), new_text.replace("\n", "\r\n")
     lines = _occurrence_lines(text, old_text)
     if not lines:
-        raise ToolError(
+        raise ToolFailure(
             f"old_text was not found in {shown}; read the file and copy the text exactly, whitespace included"
         )
     if len(lines) > 1 and not replace_all:
         at = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
-        raise ToolError(
+        raise ToolFailure(
             f"old_text occurs {len(lines)} times in {shown} (lines {at}); include more surrounding lines to make "
             "it unique, or set replace_all to replace every occurrence"
         )
