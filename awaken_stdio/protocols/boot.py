@@ -3,8 +3,8 @@
 ``awaken-stdio acp`` and ``awaken-stdio mcp`` answer their first request from a :class:`Startup` (TOML read by
 ``config_file.py``, nothing validated by pydantic) and only then build the full :class:`~awaken_stdio.app.Settings`
 (``Startup.settings``). So a file that is not TOML, or a malformed store URL, still exits 2 before serving, while a
-config that fails validation is found after the first answer: each server logs it and fails every later request
-with -32603 and its text.
+config that fails validation is found after the first answer: each server answers the requests waiting for it with
+-32603 and its text, then exits 2 with one stderr line (``lifecycle.py``).
 """
 
 from __future__ import annotations

@@ -236,6 +236,7 @@ class JsonRpcPeer:
     ) -> None:
         self._max_line_bytes = max_line_bytes
         self._eof_grace_s = eof_grace_s
+        self._stop_grace_s = eof_grace_s  # for in-flight handlers once reading stopped; ``close`` may shorten it
         self._watch_parent = watch_parent
         self._methods: dict[str, RequestHandler] = {}
         self._notification_handlers: dict[str, NotificationHandler] = {}
@@ -340,9 +341,15 @@ class JsonRpcPeer:
         scope.cancel()
         return True
 
-    def close(self) -> None:
-        """Stop as on input EOF: ``run`` finishes in-flight work within the grace period and returns."""
+    def close(self, *, grace_s: float | None = None) -> None:
+        """Stop as on input EOF: ``run`` finishes in-flight work within the grace period and returns.
+
+        ``grace_s`` replaces that period (``0``: cancel in-flight handlers at once, as a stop signal asks); queued
+        output is still flushed.
+        """
         self._close_requested = True
+        if grace_s is not None:
+            self._stop_grace_s = min(self._stop_grace_s, grace_s)
         if self._read_scope is not None:
             self._read_scope.cancel()
 
@@ -403,7 +410,7 @@ class JsonRpcPeer:
     async def _wait_idle(self) -> None:
         if self._active:
             self._idle = anyio.Event()
-            with anyio.move_on_after(self._eof_grace_s):
+            with anyio.move_on_after(self._stop_grace_s):
                 await self._idle.wait()
             if self._active:
                 logger.info("shutdown: cancelling %d unfinished request(s) and notification(s)", self._active)

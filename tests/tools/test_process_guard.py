@@ -13,27 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.process_sessions import GONE_WITHIN_S, session_members, wait_until_gone
+
 ROOT = Path(__file__).resolve().parents[2]
 MCP_SERVER = Path(__file__).parent / "mcp_servers" / "server.py"
-GONE_WITHIN_S = 4.0
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-
-
-def session_members(sid: int) -> list[int]:
-    """The live processes of session ``sid``."""
-    members = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        if int(fields[3]) == sid and fields[0] not in (b"Z", b"X"):
-            members.append(int(name))
-    return members
 
 
 def children_running(pid: int, program: Path) -> list[int]:
@@ -49,14 +34,6 @@ def children_running(pid: int, program: Path) -> list[int]:
             if int(stat[stat.rindex(b")") + 2 :].split()[1]) == pid and str(program).encode() in cmdline:
                 found.append(int(name))
     return found
-
-
-def wait_until_gone(sid: int) -> list[int]:
-    """The session's members left after ``GONE_WITHIN_S`` (none, once it emptied earlier)."""
-    deadline = time.monotonic() + GONE_WITHIN_S
-    while (members := session_members(sid)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return members
 
 
 class Child:

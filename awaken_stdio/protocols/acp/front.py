@@ -3,8 +3,9 @@
 ``serve`` reads the config as TOML only (``protocols/boot.py``) and starts the JSON-RPC peer with ``initialize``
 answered here and every other method forwarded to ``AcpServer`` (``server.py``). That module, pydantic, the validated
 config and then the app load once the answer is on the wire, or as soon as another request needs them; requests
-that arrive meanwhile wait. A config the validation rejects is logged, and every forwarded request then fails with
--32603 and its text.
+that arrive meanwhile wait. A config the validation rejects fails the requests waiting for the agent with -32603 and
+its text, then the process exits 2 with one stderr line naming it (``protocols/lifecycle.py``, which also handles
+SIGTERM and SIGINT).
 
 What ``initialize`` says is read from the raw data: whether the default agent's model is usable (``authMethods``)
 and what it accepts (``promptCapabilities``, from ``model_defaults.py`` or a scripted model's script). This module
@@ -36,6 +37,7 @@ from awaken_stdio.protocols.jsonrpc import (
     RequestContext,
     RequestHandler,
 )
+from awaken_stdio.protocols.lifecycle import Lifecycle
 
 if TYPE_CHECKING:
     from awaken_stdio.config_file import ConfigFile
@@ -77,28 +79,32 @@ _KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
 def serve(args: argparse.Namespace) -> int:
-    """The CLI entry: serve until stdin ends. An unreadable config or a bad store URL raises (the CLI exits 2)."""
-    anyio.run(_serve, Startup.from_args(args))
-    return 0
+    """The CLI entry: serve until stdin ends or a stop signal; the exit code (``Lifecycle.exit_code``). A config
+    that cannot be read or validated, or a bad store URL, raises ``ConfigError`` (the CLI exits 2)."""
+    return anyio.run(_serve, Startup.from_args(args))
 
 
-async def _serve(startup: Startup) -> None:
+async def _serve(startup: Startup) -> int:
     from awaken_stdio.protocols.stdio import open_stdio
 
     peer = JsonRpcPeer(watch_parent=True)
-    front = AcpFront(startup, peer)
+    lifecycle = Lifecycle(peer)
+    front = AcpFront(startup, peer, lifecycle)
     async with open_stdio() as (reader, writer), anyio.create_task_group() as tg:
+        await tg.start(lifecycle.watch_signals)
         tg.start_soon(front.run)
         await peer.run(reader, writer)
         tg.cancel_scope.cancel()
+    return lifecycle.exit_code()
 
 
 class AcpFront:
     """Answers ``initialize``; forwards every other method to the ``AcpServer`` it loads after that answer."""
 
-    def __init__(self, startup: Startup, peer: JsonRpcPeer) -> None:
+    def __init__(self, startup: Startup, peer: JsonRpcPeer, lifecycle: Lifecycle | None = None) -> None:
         self.startup = startup
         self.peer = peer
+        self.lifecycle = lifecycle or Lifecycle(peer)
         self.client: dict[str, Any] = {}  # the clientCapabilities of the last initialize
         self.prompt_caps: dict[str, bool] = {}  # what the last initialize advertised
         self.server: AcpServer | None = None
@@ -121,9 +127,9 @@ class AcpFront:
         try:
             settings = self.startup.settings()
         except ConfigError as exc:
-            log.error("the agent cannot start: %s", exc)
             self._problem = str(exc)
             self._loaded.set()
+            self.lifecycle.fail(exc)
             return
         from awaken_stdio.protocols.acp.server import AcpServer
 

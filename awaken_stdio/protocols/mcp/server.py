@@ -11,7 +11,8 @@ standard library, anyio and the light ``wire.py``, and the config is only read a
 before the first answer is on the wire; ``initialize`` params are checked by hand. Then the config is validated
 (pydantic) and the app opens (store, runtime, tools) and the configured MCP servers connect, each under its own
 timeout, before the first ``tools/list`` is answered, so that listing is complete. A config the validation rejects
-is logged, and every request that needs the app fails with -32603 and its text.
+fails the requests waiting for the app with -32603 and its text, then the process exits 2 with one stderr line
+naming it; SIGTERM and SIGINT stop it as input EOF does, with the calls in flight cancelled (``lifecycle.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import anyio.abc
 
+from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.protocols.boot import Startup, loaded_heavy_modules, server_info
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
@@ -35,6 +37,7 @@ from awaken_stdio.protocols.jsonrpc import (
     Params,
     RequestContext,
 )
+from awaken_stdio.protocols.lifecycle import Lifecycle
 from awaken_stdio.protocols.mcp.wire import (
     CLIENT_CAPABILITIES_KEY,
     HANDSHAKE_VERSIONS,
@@ -87,6 +90,7 @@ class McpServer:
     ) -> None:
         self.startup = startup
         self.peer = JsonRpcPeer(watch_parent=watch_parent)
+        self.lifecycle = Lifecycle(self.peer)
         self.page_size = page_size
         self.heartbeat_s = heartbeat_s
         self.era: Era | None = None
@@ -127,6 +131,12 @@ class McpServer:
 
         try:
             settings = self.startup.settings()
+        except ConfigError as exc:
+            self._app_error = f"awaken-stdio could not start: {exc}"
+            self._ready.set()
+            self.lifecycle.fail(exc)
+            return
+        try:
             async with open_app(settings) as app:
                 import jsonschema  # noqa: F401 - loaded now rather than on the first tools/call
 
@@ -433,16 +443,20 @@ class _Announcing(anyio.abc.ByteSendStream):
 
 
 def serve(args: argparse.Namespace) -> int:
-    """The ``awaken-stdio mcp`` command: serve stdin/stdout until EOF.
+    """The ``awaken-stdio mcp`` command: serve stdin/stdout until EOF or a stop signal; the exit code.
 
-    An unreadable config file, bad TOML or a bad store URL exits 2 before any output.
+    An unreadable config file, bad TOML or a bad store URL exits 2 before any output; a config that fails
+    validation exits 2 after the first answer (``ConfigError`` raised for the CLI).
     """
-    anyio.run(_serve_stdio, Startup.from_args(args), backend="asyncio")
-    return 0
+    return anyio.run(_serve_stdio, Startup.from_args(args), backend="asyncio")
 
 
-async def _serve_stdio(startup: Startup) -> None:
+async def _serve_stdio(startup: Startup) -> int:
     from awaken_stdio.protocols.stdio import open_stdio
 
-    async with open_stdio() as (reader, writer):
-        await McpServer(startup).run(reader, writer)
+    server = McpServer(startup)
+    async with open_stdio() as (reader, writer), anyio.create_task_group() as tg:
+        await tg.start(server.lifecycle.watch_signals)
+        await server.run(reader, writer)
+        tg.cancel_scope.cancel()
+    return server.lifecycle.exit_code()
