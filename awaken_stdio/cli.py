@@ -530,7 +530,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from awaken_stdio.protocols.acp.chat import main as chat_main
+    from awaken_stdio.chat import main as chat_main
 
     return chat_main(args)
 
