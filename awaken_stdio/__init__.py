@@ -25,17 +25,34 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "AgentEvent": "awaken_stdio.contract.events",
+    "AgentMetrics": "awaken_stdio.runtime.observability",
+    "AgentNotFound": "awaken_stdio.contract.errors",
     "AgentRunResult": "awaken_stdio.runtime.activation",
     "AgentRuntime": "awaken_stdio.runtime.agent_runtime",
     "AgentSpec": "awaken_stdio.contract.agent",
     "AwakenError": "awaken_stdio.contract.errors",
     "Block": "awaken_stdio.runtime.plugins",
+    "build_runtime": "awaken_stdio.config",
     "Config": "awaken_stdio.config",
+    "ConfigError": "awaken_stdio.contract.errors",
+    "DecisionTargetNotFound": "awaken_stdio.contract.errors",
     "FunctionModel": "awaken_stdio.providers.scripted",
     "HandoffPlugin": "awaken_stdio.runtime.handoff",
+    "InferenceRequest": "awaken_stdio.contract.inference",
+    "InMemorySink": "awaken_stdio.runtime.observability",
+    "InvalidResume": "awaken_stdio.contract.errors",
     "LlmExecutor": "awaken_stdio.contract.inference",
+    "load_config": "awaken_stdio.config",
     "Message": "awaken_stdio.contract.messages",
+    "MetricsSink": "awaken_stdio.runtime.observability",
+    "ModelPricing": "awaken_stdio.contract.inference",
+    "ModelSpec": "awaken_stdio.contract.agent",
     "MutationBatch": "awaken_stdio.contract.state",
+    "ObservabilityPlugin": "awaken_stdio.runtime.observability",
+    "open_runtime": "awaken_stdio.config",
+    "open_store": "awaken_stdio.stores",
+    "PermissionPlugin": "awaken_stdio.runtime.permission",
+    "PersistedState": "awaken_stdio.contract.state",
     "Phase": "awaken_stdio.runtime.plugins",
     "PhaseContext": "awaken_stdio.runtime.plugins",
     "Plugin": "awaken_stdio.runtime.plugins",
@@ -44,45 +61,71 @@ _EXPORTS: dict[str, str] = {
     "ProfileKey": "awaken_stdio.contract.profile",
     "ProviderError": "awaken_stdio.contract.errors",
     "RunActivation": "awaken_stdio.runtime.activation",
+    "RunError": "awaken_stdio.contract.errors",
+    "RunIdentity": "awaken_stdio.contract.identity",
     "ScriptedModel": "awaken_stdio.providers.scripted",
     "SetResult": "awaken_stdio.runtime.plugins",
     "Snapshot": "awaken_stdio.contract.state",
     "StateCommand": "awaken_stdio.contract.state",
+    "StateError": "awaken_stdio.contract.errors",
     "StateKey": "awaken_stdio.contract.state",
+    "StateMap": "awaken_stdio.contract.state",
     "StateScope": "awaken_stdio.contract.profile",
     "StateStore": "awaken_stdio.runtime.state_store",
+    "StoreError": "awaken_stdio.contract.errors",
+    "StreamResult": "awaken_stdio.contract.inference",
     "Suspend": "awaken_stdio.runtime.plugins",
     "SuspendTicket": "awaken_stdio.contract.suspension",
+    "TerminationReason": "awaken_stdio.contract.lifecycle",
+    "ThreadAlreadyRunning": "awaken_stdio.contract.errors",
+    "TokenUsage": "awaken_stdio.contract.inference",
     "Tool": "awaken_stdio.contract.tools",
+    "tool": "awaken_stdio.tools.function",
     "ToolCallContext": "awaken_stdio.contract.tools",
     "ToolCallResume": "awaken_stdio.contract.suspension",
     "ToolDescriptor": "awaken_stdio.contract.tools",
     "ToolError": "awaken_stdio.contract.errors",
+    "ToolFailure": "awaken_stdio.contract.errors",
     "ToolOutput": "awaken_stdio.contract.tools",
     "ToolResult": "awaken_stdio.contract.tools",
-    "build_runtime": "awaken_stdio.config",
-    "load_config": "awaken_stdio.config",
-    "open_store": "awaken_stdio.stores",
-    "tool": "awaken_stdio.tools.function",
+    "UsageError": "awaken_stdio.contract.errors",
 }
 
 __all__ = sorted(_EXPORTS, key=str.casefold)
 
 if TYPE_CHECKING:
-    from awaken_stdio.config import Config, build_runtime, load_config
-    from awaken_stdio.contract.agent import AgentSpec
-    from awaken_stdio.contract.errors import AwakenError, ProviderError, ToolError
+    from awaken_stdio.config import Config, build_runtime, load_config, open_runtime
+    from awaken_stdio.contract.agent import AgentSpec, ModelSpec
+    from awaken_stdio.contract.errors import (
+        AgentNotFound,
+        AwakenError,
+        ConfigError,
+        DecisionTargetNotFound,
+        InvalidResume,
+        ProviderError,
+        RunError,
+        StateError,
+        StoreError,
+        ThreadAlreadyRunning,
+        ToolError,
+        ToolFailure,
+        UsageError,
+    )
     from awaken_stdio.contract.events import AgentEvent
-    from awaken_stdio.contract.inference import LlmExecutor
+    from awaken_stdio.contract.identity import RunIdentity
+    from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, ModelPricing, StreamResult, TokenUsage
+    from awaken_stdio.contract.lifecycle import TerminationReason
     from awaken_stdio.contract.messages import Message
     from awaken_stdio.contract.profile import ProfileAccess, ProfileKey, StateScope
-    from awaken_stdio.contract.state import MutationBatch, Snapshot, StateCommand, StateKey
+    from awaken_stdio.contract.state import MutationBatch, PersistedState, Snapshot, StateCommand, StateKey, StateMap
     from awaken_stdio.contract.suspension import SuspendTicket, ToolCallResume
     from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolOutput, ToolResult
     from awaken_stdio.providers.scripted import FunctionModel, ScriptedModel
     from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
     from awaken_stdio.runtime.handoff import HandoffPlugin
+    from awaken_stdio.runtime.observability import AgentMetrics, InMemorySink, MetricsSink, ObservabilityPlugin
+    from awaken_stdio.runtime.permission import PermissionPlugin
     from awaken_stdio.runtime.plugins import Block, Phase, PhaseContext, Plugin, PluginRegistrar, SetResult, Suspend
     from awaken_stdio.runtime.state_store import StateStore
     from awaken_stdio.stores import open_store

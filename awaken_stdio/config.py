@@ -10,6 +10,8 @@ before exiting with code 2.
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,6 +36,7 @@ __all__ = [
     "config_json_schema",
     "example_config",
     "load_config",
+    "open_runtime",
     "validate_config",
 ]
 
@@ -42,6 +45,15 @@ Behavior = Literal["allow", "ask", "deny"]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class PricingConfig(_Model):
+    """What the model costs, in US dollars per million tokens (cache prices default to the input price)."""
+
+    input: float = Field(ge=0, description="Per million input tokens.")
+    output: float = Field(ge=0, description="Per million output tokens.")
+    cache_read: float | None = Field(None, ge=0, description="Per million input tokens read from the prompt cache.")
+    cache_write: float | None = Field(None, ge=0, description="Per million input tokens written to the prompt cache.")
 
 
 class ModelConfig(_Model):
@@ -60,6 +72,8 @@ class ModelConfig(_Model):
     image_input: bool | None = Field(None, description="Whether the model takes images; default per family.")
     timeout_s: float | None = Field(None, gt=0, description="Timeout of one model call.")
     max_retries: int | None = Field(None, ge=0, description="Retries for rate limits, overload and 5xx.")
+    pricing: PricingConfig | None = Field(None, description="Prices usage (e.g. the cost ACP clients show).")
+    knowledge_cutoff: str | None = Field(None, description="When the model's training data ends, e.g. 2024-06.")
 
 
 class PermissionRuleConfig(_Model):
@@ -259,27 +273,63 @@ def agent_spec(agent_id: str, agent: AgentConfig) -> AgentSpec:
 
 
 def model_spec(model_id: str, model: ModelConfig) -> ModelSpec:
-    return ModelSpec(model_id, model.provider, model.model, model.model_dump(exclude_none=True))
+    from awaken_stdio.contract.inference import ModelPricing
+
+    options = model.model_dump(exclude_none=True, exclude={"pricing", "knowledge_cutoff"})
+    pricing = ModelPricing(**model.pricing.model_dump()) if model.pricing is not None else None
+    return ModelSpec(model_id, model.provider, model.model, options, pricing, model.knowledge_cutoff)
 
 
 def build_runtime(loaded: LoadedConfig, *, store: Store | None = None) -> AgentRuntime:
-    """An ``AgentRuntime`` with the config's agents and models (providers load when first used)."""
+    """An ``AgentRuntime`` with the config's agents and models (providers load when first used) on ``store``.
+
+    Opening a store is asynchronous, so this does not open the config's ``[store] url``: use :func:`open_runtime`
+    for that. Without ``store`` the runtime keeps everything in memory, which a config naming a store refuses
+    (``ConfigError``) rather than silently not persisting.
+    """
     from awaken_stdio.providers import create_executor
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
     from awaken_stdio.runtime.handoff import HandoffPlugin
 
     config = loaded.config
+    if store is None and config.store.url is not None:
+        raise ConfigError(
+            f"{loaded.source}: [store] url is {config.store.url!r}; open it with "
+            "`async with open_runtime(config) as runtime`, or pass store=await open_store(url)"
+        )
     runtime = AgentRuntime(store=store, default_agent=config.default_agent)
     for model_id, model in config.models.items():
-        runtime.add_model(
-            model_id, create_executor(model_spec(model_id, model), loaded.base_dir), model.model or model_id
-        )
+        spec = model_spec(model_id, model)
+        runtime.add_model(model_id, create_executor(spec, loaded.base_dir), model.model or model_id, spec=spec)
     for agent_id, agent in config.agents.items():
         runtime.add_agent(agent_spec(agent_id, agent))
     handoff_targets = sorted({a for agent in config.agents.values() for a in agent.handoffs})
     if handoff_targets:
         runtime.add_plugin(HandoffPlugin(handoff_targets))
     return runtime
+
+
+@asynccontextmanager
+async def open_runtime(loaded: LoadedConfig, *, store_url: str | None = None) -> AsyncIterator[AgentRuntime]:
+    """The config's runtime on its store, closed on exit: the one way from a config to a runtime that persists.
+
+    The store is the one the CLI would use: ``store_url``, else ``$AWAKEN_STDIO_STORE``, else the config's
+    ``[store] url``, else the default SQLite file in the user data directory. Tools and plugins are added by the
+    caller (``runtime.add_tool``...), as for :func:`build_runtime`.
+    """
+    from awaken_stdio.config_file import store_url as resolve_store_url
+    from awaken_stdio.stores import open_store
+
+    store = await open_store(resolve_store_url(store_url, loaded.file))
+    try:
+        runtime = build_runtime(loaded, store=store)
+    except BaseException:
+        await store.aclose()
+        raise
+    try:
+        yield runtime
+    finally:
+        await runtime.aclose()  # its runs cancelled, then the store closed
 
 
 def config_json_schema() -> dict[str, Any]:

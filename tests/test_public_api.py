@@ -14,6 +14,29 @@ def test_all_is_sorted_and_every_name_resolves() -> None:
         assert getattr(awaken_stdio, name) is not None, name
 
 
+def test_the_public_api_lists_every_name_a_user_needs() -> None:
+    # what the README and the docs' translation table ("Coming from awaken (Rust)") promise from ``awaken_stdio``
+    expected = {
+        # running agents
+        "AgentRuntime", "AgentSpec", "ModelSpec", "ModelPricing", "RunActivation", "AgentRunResult", "RunIdentity",
+        "TerminationReason", "TokenUsage", "AgentEvent", "Message", "build_runtime", "load_config", "open_runtime",
+        "open_store", "Config",
+        # models
+        "LlmExecutor", "InferenceRequest", "StreamResult", "ScriptedModel", "FunctionModel",
+        # tools
+        "tool", "Tool", "ToolDescriptor", "ToolCallContext", "ToolOutput", "ToolResult",
+        # plugins and state
+        "Plugin", "PluginRegistrar", "Phase", "PhaseContext", "Block", "Suspend", "SetResult", "StateKey", "StateMap",
+        "Snapshot", "MutationBatch", "StateCommand", "PersistedState", "StateStore", "ProfileKey", "ProfileAccess",
+        "StateScope", "SuspendTicket", "ToolCallResume", "HandoffPlugin", "PermissionPlugin", "ObservabilityPlugin",
+        "MetricsSink", "InMemorySink", "AgentMetrics",
+        # errors
+        "AwakenError", "UsageError", "ConfigError", "StateError", "RunError", "ThreadAlreadyRunning", "AgentNotFound",
+        "InvalidResume", "DecisionTargetNotFound", "StoreError", "ProviderError", "ToolError", "ToolFailure",
+    }  # fmt: skip
+    assert set(awaken_stdio.__all__) == expected
+
+
 def test_unknown_attribute_raises() -> None:
     try:
         awaken_stdio.NoSuchThing  # noqa: B018

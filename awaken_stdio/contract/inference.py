@@ -18,6 +18,7 @@ __all__ = [
     "InferenceRequest",
     "LlmExecutor",
     "ModelCapabilities",
+    "ModelPricing",
     "ReasoningChunk",
     "StopChunk",
     "StopReason",
@@ -66,6 +67,29 @@ class TokenUsage:
         if not d:
             return TokenUsage()
         return TokenUsage(**{k: int(v) for k, v in d.items() if k in TokenUsage.__dataclass_fields__})
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPricing:
+    """What a model costs, in US dollars per million tokens; cache prices default to the input price."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+
+    def cost(self, usage: TokenUsage) -> float:
+        """The cost of ``usage`` in US dollars. Input tokens include the cached parts (as every provider here
+        reports them), so those are priced at their own rates and the rest at the input price."""
+        read, write = usage.cache_read_tokens, usage.cache_write_tokens
+        fresh = max(usage.input_tokens - read - write, 0)
+        total = (
+            fresh * self.input
+            + read * (self.input if self.cache_read is None else self.cache_read)
+            + write * (self.input if self.cache_write is None else self.cache_write)
+            + usage.output_tokens * self.output
+        )
+        return total / 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

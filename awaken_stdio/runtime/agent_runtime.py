@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from awaken_stdio.contract.agent import AgentSpec
+from awaken_stdio.contract.agent import AgentSpec, ModelSpec
 from awaken_stdio.contract.errors import (
     AgentNotFound,
     ConfigError,
@@ -24,7 +24,7 @@ from awaken_stdio.contract.errors import (
     VersionConflict,
 )
 from awaken_stdio.contract.ids import new_id, now_ms
-from awaken_stdio.contract.inference import LlmExecutor
+from awaken_stdio.contract.inference import LlmExecutor, TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
@@ -78,6 +78,7 @@ class AgentRuntime:
         self.store: Store = store
         self.agents: dict[str, AgentSpec] = {}
         self.models: dict[str, tuple[LlmExecutor, str]] = {}
+        self.model_specs: dict[str, ModelSpec] = {}  # pricing and knowledge cutoff, when the config gave them
         self.tools: dict[str, Tool] = {}
         self.plugins: list[Plugin] = []
         self.default_agent = default_agent
@@ -102,8 +103,12 @@ class AgentRuntime:
         self._resolved.clear()
         return self
 
-    def add_model(self, model_id: str, executor: LlmExecutor, model_name: str | None = None) -> AgentRuntime:
+    def add_model(
+        self, model_id: str, executor: LlmExecutor, model_name: str | None = None, *, spec: ModelSpec | None = None
+    ) -> AgentRuntime:
         self.models[model_id] = (executor, model_name or model_id)
+        if spec is not None:
+            self.model_specs[model_id] = spec
         self._resolved.clear()
         return self
 
@@ -121,6 +126,7 @@ class AgentRuntime:
             self._resolved.clear()
 
     def add_plugin(self, plugin: Plugin) -> AgentRuntime:
+        """Register ``plugin``: active for the agents whose ``plugins`` name it, or for all if ``always_active``."""
         self.plugins.append(plugin)
         self._resolved.clear()
         return self
@@ -288,6 +294,11 @@ class AgentRuntime:
             executor, model_name = model
         window = agent.executor.capabilities(agent.model_name).context_window
         return Compactor(policy, executor, model_name, window)
+
+    def cost(self, model_id: str, usage: TokenUsage) -> float | None:
+        """What ``usage`` of the model ``model_id`` cost in US dollars; ``None`` when its pricing is unknown."""
+        spec = self.model_specs.get(model_id)
+        return spec.pricing.cost(usage) if spec is not None and spec.pricing is not None else None
 
     async def compact(self, thread_id: str, agent_id: str | None = None) -> CompactionResult:
         """Summarise the thread's older messages now, whatever their size (ACP ``/compact``).
