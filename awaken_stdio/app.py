@@ -8,6 +8,11 @@ after that first answer is on the wire.
 
 Every surface delivers approvals through :meth:`App.decide`, and should start runs with :meth:`App.run`: both go
 through the mailbox, which is what makes a decision resume a run exactly once across processes sharing the store.
+
+Wherever a run resumes, it runs in one context (:meth:`App.run_context`): the live session's, when a protocol server
+of this process has the run's session open (an editor's file system, terminal, roots and MCP tools); else the one
+rebuilt from the store (the session's working directory, additional directories, mode and MCP servers started from
+their recorded specs). So an approved call behaves as it would have, had a rule allowed it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -27,6 +32,7 @@ from awaken_stdio.config_file import read_config_file, store_url
 if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
     from awaken_stdio.contract.stores import Store
     from awaken_stdio.contract.suspension import ToolCallResume
+    from awaken_stdio.contract.tools import Tool
     from awaken_stdio.mailbox.service import MailboxConfig, MailboxService
     from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
@@ -61,6 +67,8 @@ class App:
     mailbox: MailboxService
     toolsets: McpToolsets | None = None  # the configured [mcp_servers], their tools kept in runtime.tools
     tool_listeners: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # sessions open in this process: session id -> its live context (``cwd``, ``services``, ``tools``)
+    session_hosts: dict[str, Callable[[], dict[str, Any]]] = field(default_factory=dict)
 
     async def tools_changed(self) -> None:
         """Called when a configured MCP server's tools change: tell every listener (the MCP server's list_changed)."""
@@ -73,24 +81,92 @@ class App:
         decisions: list[tuple[str, ToolCallResume]],
         sink: EventSink | None = None,
         context: RunActivation | None = None,
+        origin: str = "internal",
     ) -> AgentRunResult | None:
-        """Deliver decisions for a waiting run, from any surface (ACP, MCP, CLI), exactly once.
+        """Deliver decisions for a waiting run, from any surface (``origin``: acp, mcp, cli), exactly once.
 
-        The decisions are recorded in the mailbox first. When no live process holds the run's thread, the run is
-        resumed here and its result returned (events to ``sink``); when one does (the run waits there, or live in
-        this process), that process continues it and this returns ``None``. Unknown or finished runs raise
-        ``InvalidResume``; a target that is not one of the run's pending calls raises ``DecisionTargetNotFound``.
+        The decisions are recorded in the mailbox first. When no live process holds the run's thread (or its holder
+        died), the run is resumed here and its result returned (events to ``sink``); when one does, that process
+        continues it and this returns ``None`` once it has taken the decision. Unknown runs raise
+        ``InvalidResume``; runs another decision moved on first raise ``DecisionSuperseded`` naming it; a target
+        that is not one of the run's pending calls raises ``DecisionTargetNotFound``.
         """
-        return await self.mailbox.decide(run_id, decisions, sink, context)
+        return await self.mailbox.decide(run_id, decisions, sink, context, origin)
 
-    async def run(self, activation: RunActivation, sink: EventSink | None = None) -> AgentRunResult:
+    async def run(
+        self, activation: RunActivation, sink: EventSink | None = None, give_up: Callable[[], bool] | None = None
+    ) -> AgentRunResult:
         """Run through the mailbox, holding the thread's claim: with ``wait_for_decisions`` a run that suspends
-        keeps it and continues live when a decision arrives from any surface of any process."""
-        return await self.mailbox.submit(activation, sink)
+        keeps it and continues live when a decision arrives from any surface of any process. With ``give_up``, a
+        thread busy with another run is waited for until ``give_up()``."""
+        return await self.mailbox.submit(activation, sink, give_up)
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a run: running or waiting here, waiting in another process, or waiting in the store."""
         return await self.mailbox.cancel(run_id)
+
+    async def dismiss(self, run_id: str) -> bool:
+        """The person dismissed a run's question: cancel it, unless a decision recorded elsewhere got there first
+        (then the run goes on with that decision and this returns False)."""
+        return await self.mailbox.dismiss(run_id)
+
+    @asynccontextmanager
+    async def run_context(
+        self, session_id: str | None, cwd: str | None, wanted: tuple[str, ...] = ()
+    ) -> AsyncIterator[dict[str, Any]]:
+        """What a run of ``session_id`` resumes with (``cwd``, ``services``, ``tools``), for its duration.
+
+        The live session's context when one is open in this process; else rebuilt from the session record: its
+        roots, its mode and its MCP servers started from their recorded specs (closed again afterwards). A server
+        that cannot start is named in the failed result of each ``wanted`` call (the pending tool names) that
+        would have used it.
+        """
+        host = self.session_hosts.get(session_id) if session_id else None
+        if host is not None:
+            yield host()
+            return
+        session = await self.store.load_session(session_id) if session_id else None
+        if session is None:
+            yield {"cwd": cwd} if cwd else {}
+            return
+        from awaken_stdio.runtime.permission import MODE_SERVICE
+        from awaken_stdio.tools.workspace import ADDITIONAL_DIRECTORIES
+
+        services = {ADDITIONAL_DIRECTORIES: list(session.additional_directories), MODE_SERVICE: session.mode}
+        extras: dict[str, Any] = {"cwd": cwd or session.cwd, "services": services}
+        if not session.mcp_servers:
+            yield extras
+            return
+        from awaken_stdio.tools.mcp_client import McpServerSpec, RestartPolicy, open_mcp_toolsets
+
+        specs = [McpServerSpec.from_acp(e, cwd=session.cwd, timeout_s=_MCP_START_S) for e in session.mcp_servers]
+        async with open_mcp_toolsets(specs, restart=RestartPolicy(max_failures=0)) as toolsets:
+            tools = toolsets.tools()
+            failed = [s for s in toolsets.statuses() if s.state != "ready"]
+            if failed:
+                tools += _unavailable(failed, wanted, {t.name for t in tools}, session.session_id)
+            yield {**extras, "tools": tools}
+
+
+_MCP_START_S = 30.0  # each session MCP server started for a resume away from its editor
+
+
+def _unavailable(failed: list[McpServerStatus], wanted: tuple[str, ...], have: set[str], session: str) -> list[Tool]:
+    """Stand-ins for the wanted tools the session's servers did not bring: their calls fail saying which servers
+    could not start, and why (rather than "tool not found")."""
+    from awaken_stdio.contract.tools import Tool, ToolDescriptor, ToolResult
+
+    servers = "; ".join(f"{s.name!r}: {s.error or s.state}" for s in failed)
+    why = f"MCP servers of session {session} could not start away from its editor ({servers})"
+
+    class Unavailable(Tool):
+        def __init__(self, name: str) -> None:
+            self.descriptor = ToolDescriptor(name, why)
+
+        async def execute(self, args: dict[str, Any], ctx: Any) -> ToolResult:
+            return ToolResult.error(self.name, f"Tool {self.name!r} is not available: {why}")
+
+    return [Unavailable(name) for name in wanted if name not in have]
 
 
 @asynccontextmanager
@@ -129,6 +205,7 @@ async def open_app(
         runtime.add_plugin(ObservabilityPlugin(LogSink(), tracer_provider, providers=providers))
         service = MailboxService(runtime, replace(mailbox or MailboxConfig(), dispatch_queued=serve))
         app = App(settings, store, runtime, service)
+        service.context = app.run_context
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             await tg.start(service.run)

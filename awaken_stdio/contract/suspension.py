@@ -8,6 +8,7 @@ from typing import Any, Literal
 from awaken_stdio.contract.ids import new_id, now_ms
 
 __all__ = [
+    "OUTCOME_UNKNOWN_ACTION",
     "PERMISSION_ACTION",
     "PendingToolCall",
     "ResumeAction",
@@ -20,6 +21,8 @@ __all__ = [
 ]
 
 PERMISSION_ACTION = "tool:PermissionConfirm"
+# Asked again because an earlier attempt was interrupted by a crash: whether it had its effect is unknown.
+OUTCOME_UNKNOWN_ACTION = "tool:OutcomeUnknown"
 
 ResumeMode = Literal["replay_tool_call", "use_decision_as_tool_result", "pass_decision_to_tool"]
 ResumeAction = Literal["resume", "cancel"]

@@ -1,18 +1,20 @@
 """The mailbox service: runs go through the store's mailbox so that every process sharing it agrees who runs a thread.
 
 Every run, decision and cancellation becomes a dispatch row first (the request travels in the row), and is executed
-only by the process holding the claim on the row's thread. That claim is leased: the holder renews it (every
-``renew_every_s``; a run waiting for a person keeps the long ``suspended_lease_ms``), and a holder that dies stops
-renewing, so its claim expires and the sweeper requeues its work. On one machine the sweeper does not wait for the
-lease: a claim whose owner process is gone is requeued at once (owners are named ``host:pid:instance``).
+only by the process holding the claim on the row's thread. That claim is leased, briefly (``lease_ms``), whether its
+run works or waits for a person: the holder renews it every ``renew_every_s`` while it lives, so a holder that dies
+on any machine loses it within seconds, without any hostname check. On one machine a claim whose owner process is
+gone is requeued at once (owners are named ``host:pid:instance``).
 
 A decision is recorded durably before anything acts on it. Then:
 
-- the process that received it claims the thread and resumes the run itself (``runtime.resume``) when nobody
-  holds the thread;
-- when a live process holds it (its run waits for a person there), that process's poller finds the decision row
-  within ``poll_every_s``, takes it over atomically (``transfer_claim``) and continues the run live, events going
-  to the client that started it.
+- when a live process holds the thread (its run waits for a person there), that process's poller finds the decision
+  row within ``poll_every_s``, takes it over atomically (``transfer_claim``) and continues the run live, with the
+  context it holds (an editor's file system, terminal, roots and MCP tools), events going to its client;
+- when nobody holds it, or the holder's lease runs out, the deciding process claims the thread and resumes the run
+  itself, in the run's recorded context (``context``: the session's roots and MCP servers, see ``App``);
+- a decision that finds the run already decided by another is refused with :class:`DecisionSuperseded`, which
+  names the winner: racing deciders never both believe they acted.
 
 So a run is resumed exactly once whichever surface (editor, MCP client, CLI) answered, and a process killed at any
 point leaves rows that the next one finishes: queued rows are dispatched at start-up, dead claims are requeued.
@@ -30,6 +32,7 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -57,22 +60,39 @@ from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActiva
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.runtime.runtime_keys import TOOL_CALL_STATES
 
-__all__ = ["ErrorClass", "MailboxConfig", "MailboxService", "classify_error", "consumer_id", "owner_is_dead"]
+__all__ = [
+    "ContextFactory",
+    "DecisionSuperseded",
+    "ErrorClass",
+    "MailboxConfig",
+    "MailboxService",
+    "classify_error",
+    "consumer_id",
+    "owner_is_dead",
+]
 
 log = logging.getLogger(__name__)
 Decisions = list[tuple[str, ToolCallResume]]
 ErrorClass = Literal["ok", "transient", "permanent"]
 CONTROL_PRIORITY = 64  # decisions and cancellations go before runs queued at the default 128
 CANCELLED_TEXT = "[tool call cancelled with the run]"
+# What a resumed run needs from where it resumes (``cwd``, ``services``, ``tools``), for a run of a session (or none)
+# recorded with a working directory; opened for the run's duration (it may start the session's MCP servers).
+# ``wanted``: the tools the run is about to call (a decision's pending calls), so a missing one can say why.
+ContextFactory = Callable[[str | None, str | None, tuple[str, ...]], AbstractAsyncContextManager[dict[str, Any]]]
+
+
+class DecisionSuperseded(InvalidResume):
+    """The run was decided (or ended) by someone else first; this decision was recorded but not applied."""
 
 
 @dataclass(frozen=True, slots=True)
 class MailboxConfig:
-    lease_ms: int = 30_000
-    suspended_lease_ms: int = 600_000
-    renew_every_s: float = 10.0
+    lease_ms: int = 8_000  # a dead holder's claim (waiting runs too) lapses within this, on any machine
+    renew_every_s: float = 2.0
     poll_every_s: float = 0.2
-    sweep_every_s: float = 30.0
+    sweep_every_s: float = 2.0
+    decide_wait_s: float = 30.0  # how long a decider waits for a busy holder to take its decision
     gc_every_s: float = 60.0
     retain_terminal_ms: int = 24 * 3600 * 1000
     max_attempts: int = 5
@@ -121,6 +141,7 @@ class _Held:
     lost: bool = False
     result: AgentRunResult | None = None  # of the last execution, recorded with the final ack
     early: list[str] = field(default_factory=list)  # decisions recorded here before the run reached its wait
+    activation: RunActivation | None = None  # the holder's context: every resume here runs with it
     lock: anyio.Lock = field(default_factory=anyio.Lock)  # one take-over at a time
     send: Any = None
     receive: Any = None
@@ -138,6 +159,7 @@ class MailboxService:
     runtime: AgentRuntime
     config: MailboxConfig = field(default_factory=MailboxConfig)
     consumer: str = field(default_factory=consumer_id)
+    context: ContextFactory | None = None  # where nobody holds the run's context: rebuilt from its records
     _held: dict[str, _Held] = field(default_factory=dict)
     _tg: TaskGroup | None = None
 
@@ -174,9 +196,8 @@ class MailboxService:
         c = self.config
         for thread_id, held in list(self._held.items()):
             async with held.lock:  # a take-over moves the claim: never renew the one it just acked
-                lease = c.suspended_lease_ms if held.waiting else c.lease_ms
                 dispatch_id, token = held.dispatch.dispatch_id, held.token
-                if held.settled or await self.mailbox.extend_lease(dispatch_id, token, lease, now_ms()):
+                if held.settled or await self.mailbox.extend_lease(dispatch_id, token, c.lease_ms, now_ms()):
                     continue
             log.warning("mailbox: lost the claim on thread %s; cancelling its run here", thread_id)
             held.lost = True
@@ -218,10 +239,16 @@ class MailboxService:
 
     # -- what the app calls -------------------------------------------------------------------------------------
 
-    async def submit(self, activation: RunActivation, sink: EventSink | None = None) -> AgentRunResult:
+    async def submit(
+        self, activation: RunActivation, sink: EventSink | None = None, give_up: Callable[[], bool] | None = None
+    ) -> AgentRunResult:
         """Run ``activation`` here, holding its thread's claim; with ``wait_for_decisions`` a run that suspends
-        keeps the claim and continues when a decision arrives from any process. ``ThreadAlreadyRunning`` when
-        another run holds the thread."""
+        keeps the claim and continues when a decision arrives from any process.
+
+        With ``give_up``, a thread busy with another run (one resumed after a restart, or by a decision from another
+        surface) is waited for, like a second prompt waits for the first, until ``give_up()`` says to stop; then,
+        or without ``give_up``, ``ThreadAlreadyRunning``.
+        """
         thread_id = activation.thread_id or new_id()
         run_id = activation.continue_run_id or activation.run_id or new_id()
         if not activation.continue_run_id:
@@ -237,25 +264,38 @@ class MailboxService:
             activation.cwd,
             self.consumer,
         )
-        row = await self.mailbox.enqueue_and_claim(
-            self._new(thread_id, run_id, request, 128),
-            self.consumer,
-            self.config.lease_ms,
-            now_ms(),
-            queue_if_busy=False,
-        )
-        if row is None:
-            raise ThreadAlreadyRunning(thread_id)
+        while True:
+            row = None
+            if not self.runtime.is_running(thread_id) and thread_id not in self._held:
+                row = await self.mailbox.enqueue_and_claim(
+                    self._new(thread_id, run_id, request, 128),
+                    self.consumer,
+                    self.config.lease_ms,
+                    now_ms(),
+                    queue_if_busy=False,
+                )
+            if row is not None:
+                break
+            if give_up is None or give_up():
+                raise ThreadAlreadyRunning(thread_id)
+            await anyio.sleep(self.config.poll_every_s / 4)
         result = await self._work(row, sink, activation)
         assert result is not None
         return result
 
     async def decide(
-        self, run_id: str, decisions: Decisions, sink: EventSink | None = None, context: RunActivation | None = None
+        self,
+        run_id: str,
+        decisions: Decisions,
+        sink: EventSink | None = None,
+        context: RunActivation | None = None,
+        origin: str = "internal",
     ) -> AgentRunResult | None:
-        """Record decisions for a waiting run, then resume it exactly once: here when nobody holds its thread (the
-        result is returned), else in the process that holds it (``None``). ``context`` gives a resume here the
-        caller's working directory and services (an editor's file system and terminal)."""
+        """Record decisions for a waiting run, then resume it exactly once: here when nobody holds its thread, or
+        its holder's lease ran out (the result is returned), else in the live process that holds it (``None``,
+        once that process has taken the decision). ``context`` gives a resume here the caller's working directory
+        and services (an editor's file system and terminal); ``origin`` names the deciding surface. A run already
+        decided by someone else raises :class:`DecisionSuperseded`."""
         record = await self._waiting(run_id)
         targets = (
             {i for t in record.waiting.tickets for i in (t.ticket_id, t.tool_call_id)} if record.waiting else set()
@@ -263,7 +303,7 @@ class MailboxService:
         for target, _ in decisions:
             if target not in targets:
                 raise DecisionTargetNotFound(target)
-        return await self._control("decide", record, decisions, sink, context)
+        return await self._control("decide", record, decisions, sink, context, origin)
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a run wherever it is: live here, held by another process, or waiting in the store."""
@@ -279,6 +319,37 @@ class MailboxService:
             return await self.runtime.cancel_and_wait(record.thread_id)
         await self._control("cancel", record, [], None)
         return True
+
+    async def dismiss(self, run_id: str) -> bool:
+        """A person dismissed the question of a run waiting here: cancel it, unless a decision got there first.
+
+        A decision recorded by another surface (``runs approve``, an MCP client) and not yet taken over is taken
+        over now instead, and one already taken over has resumed the run: either way the run goes on and this
+        returns False. True when the run was cancelled.
+        """
+        record = await self.runtime.store.load_run(run_id)
+        if record is None or record.status == "done":
+            return False
+        held = self._held.get(record.thread_id)
+        if held is None or held.dispatch.run_id != run_id:
+            return await self.cancel(run_id)
+        async with held.lock:
+            if not held.waiting:
+                return False  # a decision resumed it meanwhile
+            queued = await self.mailbox.list_dispatches(record.thread_id, ["queued"])
+            decided = [q for q in queued if q.request.kind == "decide" and q.run_id == run_id]
+            if decided:
+                await self._take_over_locked(held, decided[0].dispatch_id)
+                return False
+            row = await self.mailbox.enqueue(
+                self._new(record.thread_id, run_id, self._request("cancel", record, [], "internal"), CONTROL_PRIORITY)
+            )
+            await self._take_over_locked(held, row.dispatch_id)
+        return True
+
+    def holder(self, thread_id: str) -> str | None:
+        """This process's consumer id when it holds the thread, else None (for messages saying who acts)."""
+        return self.consumer if thread_id in self._held else None
 
     # -- dispatching --------------------------------------------------------------------------------------------
 
@@ -296,12 +367,17 @@ class MailboxService:
             updated_at=now,
         )
 
+    def _request(self, kind: DispatchKind, record: RunRecord, decisions: Decisions, origin: str) -> DispatchRequest:
+        return DispatchRequest(
+            kind, record.agent_id, (), tuple(decisions), origin, record.session_id, None, self.consumer
+        )
+
     async def _waiting(self, run_id: str) -> RunRecord:
         record = await self.runtime.store.load_run(run_id)
         if record is None:
             raise InvalidResume(f"run {run_id} not found")
         if record.status != "waiting":
-            raise InvalidResume(f"run {run_id} is not waiting ({record.display_status})")
+            raise await self._superseded(record)
         return record
 
     async def _control(
@@ -311,11 +387,9 @@ class MailboxService:
         decisions: Decisions,
         sink: EventSink | None,
         context: RunActivation | None = None,
+        origin: str = "internal",
     ) -> AgentRunResult | None:
-        request = DispatchRequest(
-            kind, record.agent_id, (), tuple(decisions), "internal", record.session_id, None, self.consumer
-        )
-        d = self._new(record.thread_id, record.run_id, request, CONTROL_PRIORITY)
+        d = self._new(record.thread_id, record.run_id, self._request(kind, record, decisions, origin), CONTROL_PRIORITY)
         held = self._held.get(record.thread_id)
         if held is not None:  # this process holds the thread: hand it over now rather than at the next poll
             row = await self.mailbox.enqueue(d)
@@ -324,25 +398,83 @@ class MailboxService:
             else:  # the run is still finishing its step: take it over as soon as it waits, not at the next poll
                 held.early.append(row.dispatch_id)
             return None
-        now = now_ms()
-        row = await self.mailbox.enqueue_and_claim(d, self.consumer, self.config.lease_ms, now)
+        row = await self.mailbox.enqueue_and_claim(d, self.consumer, self.config.lease_ms, now_ms())
         assert row is not None
         if row.status != "claimed":
-            holders = await self.mailbox.list_dispatches(record.thread_id, ["claimed"])
-            if not holders or not all(h.claimed_by and owner_is_dead(h.claimed_by) for h in holders):
-                return None  # the live holder's poller takes it over
-            for h in holders:
-                await self._requeue_dead(h, now)
-            claimed = await self.mailbox.claim_dispatch(row.dispatch_id, self.consumer, self.config.lease_ms, now)
+            claimed = await self._await_turn(row)
             if claimed is None:
-                return None
+                return None  # the live holder took it over and continues the run
             row = claimed
         live = kind == "decide" and self.runtime.active_run_id(record.thread_id) == record.run_id
         if live and await self.runtime.send_decisions(record.thread_id, decisions):
             # a run started straight on the runtime (not through the mailbox) waits here live and took them
             await self.mailbox.ack(row.dispatch_id, row.claim_token or "", now_ms())
             return None
-        return await self._work(row, sink, context)
+        try:
+            return await self._work(row, sink, context)
+        except InvalidResume as exc:
+            if kind != "decide" or isinstance(exc, DecisionSuperseded):
+                raise
+            latest = await self.runtime.store.load_run(record.run_id)
+            if latest is None or latest.status == "waiting":
+                raise
+            raise await self._superseded(latest, row.dispatch_id) from None
+
+    async def _await_turn(self, row: RunDispatch) -> RunDispatch | None:
+        """Our recorded row waits behind the thread's holder: ``None`` once the holder has taken it over, or the row
+        claimed for us once the holder is gone (its process dead here, or its lease lapsed on any machine).
+
+        A holder busy for longer than ``decide_wait_s`` keeps the row (it takes it when its run next waits): that is
+        ``None`` too, and the row stays queued for it.
+        """
+        mb, c = self.mailbox, self.config
+        with anyio.move_on_after(c.decide_wait_s):
+            while True:
+                now = now_ms()
+                current = await mb.load_dispatch(row.dispatch_id)
+                if current is None or current.status != "queued":
+                    if current is not None and current.status == "claimed" and current.claimed_by == self.consumer:
+                        return current
+                    if current is not None and current.status in ("acked", "dead", "superseded", "cancelled"):
+                        record = await self.runtime.store.load_run(row.run_id)
+                        if record is not None and current.run_error:
+                            raise await self._superseded(record, row.dispatch_id)
+                    return None  # taken over by the holder (or already carried out by it)
+                holders = await mb.list_dispatches(row.thread_id, ["claimed"])
+                for h in holders:
+                    if h.claimed_by and owner_is_dead(h.claimed_by):
+                        await self._requeue_dead(h, now)
+                if any((h.lease_until or 0) < now for h in holders):
+                    await mb.reclaim_expired_leases(now, 1000)
+                claimed = await mb.claim_dispatch(row.dispatch_id, self.consumer, c.lease_ms, now)
+                if claimed is not None:
+                    return claimed
+                await anyio.sleep(c.poll_every_s)
+        return None
+
+    async def _superseded(self, record: RunRecord, ours: str | None = None) -> InvalidResume:
+        """Why a decision cannot apply: the run moved on, and who moved it (the surface and process that decided)."""
+        state = record.display_status
+        if record.status == "waiting":
+            return InvalidResume(f"run {record.run_id} is waiting for other calls")
+        rows = await self.mailbox.list_dispatches(record.thread_id, ["acked"])
+        won = [
+            r
+            for r in rows
+            if r.run_id == record.run_id
+            and r.dispatch_id != ours
+            and r.request.kind in ("decide", "cancel")
+            and not r.run_error
+        ]
+        if not won:
+            return DecisionSuperseded(f"run {record.run_id} is not waiting ({state}); this decision was not applied")
+        w = max(won, key=lambda r: r.updated_at)
+        verb = "decided" if w.request.kind == "decide" else "cancelled"
+        who = f"from {w.request.origin} " if w.request.origin not in ("internal", "user") else ""
+        return DecisionSuperseded(
+            f"run {record.run_id} was already {verb} {who}by process {w.request.sender or w.claimed_by} "
+            f"(it is now {state}); this decision was not applied"
+        )
 
     async def _take_over(self, held: _Held, dispatch_id: str) -> None:
         """Move the thread's claim to a recorded decision and hand it to the waiting run, once.
@@ -351,8 +483,12 @@ class MailboxService:
         (the run no longer waits) leaves its decision queued for the next poll, so none is lost or taken twice.
         """
         async with held.lock:
-            if not held.waiting:
-                return
+            await self._take_over_locked(held, dispatch_id)
+
+    async def _take_over_locked(self, held: _Held, dispatch_id: str) -> None:
+        if not held.waiting:
+            return
+        with anyio.CancelScope(shield=True):  # the claim moves in the store and here together, or not at all
             moved = await self.mailbox.transfer_claim(
                 held.dispatch.dispatch_id, held.token, dispatch_id, self.config.lease_ms, now_ms()
             )
@@ -371,26 +507,28 @@ class MailboxService:
         self, d: RunDispatch, sink: EventSink | None, activation: RunActivation | None, held: _Held | None = None
     ) -> AgentRunResult | None:
         """Execute ``d`` holding its thread; with a waiting activation, keep the thread and continue the run with
-        each decision taken over, until it no longer waits. Acks what it holds at the end. Errors reach a
-        foreground caller (``held`` not given); background work only logs them."""
+        each decision taken over, in the same context, until it no longer waits. Acks what it holds at the end.
+        Errors reach a foreground caller (``held`` not given); background work only logs them."""
         foreground = held is None
         held = held or _Held(d)
+        held.activation = activation
         self._held[d.thread_id] = held
         wait = activation is not None and activation.wait_for_decisions
         try:
-            result = await self._execute(held, sink, activation, foreground)
+            result = await self._execute(held, sink, foreground)
             while wait and result is not None and result.status == "waiting" and not held.lost:
                 await self._record(held, result, ack=False)  # the row shows the run waiting until taken over
-                lease = self.config.suspended_lease_ms
-                await self.mailbox.extend_lease(held.dispatch.dispatch_id, held.token, lease, now_ms())
-                held.waiting = True  # only now may the poller move the claim: the writes above use the old one
+                held.waiting = True  # only now may the poller move the claim: the write above uses the old one
                 if held.early:
                     await self._take_over(held, held.early.pop(0))
                 try:
                     await held.receive.receive()
                 except (anyio.EndOfStream, anyio.ClosedResourceError):
                     break
-                result = await self._execute(held, sink, None, foreground) or result
+                following = await self._execute(held, sink, foreground)
+                if following is None:  # superseded, or failed in the background: nothing more to wait for
+                    break
+                result = following
             return result
         finally:
             with anyio.CancelScope(shield=True):
@@ -416,9 +554,7 @@ class MailboxService:
             d.dispatch_id, held.token, status, result.termination, result.response, None, now, ack=ack
         )
 
-    async def _execute(
-        self, held: _Held, sink: EventSink | None, activation: RunActivation | None, foreground: bool
-    ) -> AgentRunResult | None:
+    async def _execute(self, held: _Held, sink: EventSink | None, foreground: bool) -> AgentRunResult | None:
         d, mb = held.dispatch, self.mailbox
         held.result = None
         try:
@@ -428,9 +564,10 @@ class MailboxService:
             held.settled = True  # superseded by an interrupt: never run it
             return None
         try:
-            result = await self._perform(d, sink, activation)
+            result = await self._perform(d, sink, held.activation)
         except Exception as exc:
-            kind = classify_error(exc)
+            # a caller that sees the error is its owner: its failure is final, never retried behind its back
+            kind = "permanent" if foreground and classify_error(exc) == "transient" else classify_error(exc)
             with anyio.CancelScope(shield=True):
                 await self._settle_failure(held, exc, kind)
             if foreground:
@@ -458,41 +595,54 @@ class MailboxService:
     async def _perform(
         self, d: RunDispatch, sink: EventSink | None, activation: RunActivation | None
     ) -> AgentRunResult | None:
+        """Carry out ``d``. A decision or a continuation runs in the holder's context when this process holds the
+        run for a client (``activation``), else in the context rebuilt from the run's records (``context``): an
+        approved call behaves exactly as it would have, had a rule allowed it."""
         req = d.request
         if req.kind == "cancel":
-            await self._cancel_here(d.run_id)
-            return None
+            return await self._cancel_here(d.run_id)
         if req.kind == "decide":
-            extras: dict[str, Any] = {}
-            if activation is not None:  # the deciding surface's context (cwd, editor services)
-                extras = {"services": activation.services, **({"cwd": activation.cwd} if activation.cwd else {})}
-            return await self.runtime.resume(d.run_id, list(req.decisions), sink, **extras)
-        if activation is None:
-            record = await self.runtime.store.load_run(d.run_id)
-            if record is not None and record.status in ("waiting", "done"):
-                return None  # started before a restart: it now waits for a decision, or it finished
-            activation = RunActivation(
-                [] if record is not None else list(req.messages),
-                d.thread_id,
-                req.agent_id,
-                [] if record is not None else list(req.decisions),
-                run_id=None if record is not None else d.run_id,
-                continue_run_id=d.run_id if record is not None else None,  # it died mid-run: continue it
-                session_id=req.session_id,
-                origin=req.origin,
-                cwd=req.cwd,
-            )
-        return await self.runtime.run(replace(activation, wait_for_decisions=False), sink)
+            if activation is not None:
+                return await self.runtime.resume(d.run_id, list(req.decisions), sink, **_context_of(activation))
+            record = await self._waiting(d.run_id)
+            wanted = tuple(t.tool_name for t in record.waiting.tickets) if record.waiting else ()
+            async with self._context(record.session_id, record.cwd, wanted) as extras:
+                return await self.runtime.resume(d.run_id, list(req.decisions), sink, **extras)
+        if activation is not None:
+            return await self.runtime.run(replace(activation, wait_for_decisions=False), sink)
+        record = await self.runtime.store.load_run(d.run_id)
+        if record is not None and record.status in ("waiting", "done"):
+            return None  # started before a restart: it now waits for a decision, or it finished
+        activation = RunActivation(
+            [] if record is not None else list(req.messages),
+            d.thread_id,
+            req.agent_id,
+            [] if record is not None else list(req.decisions),
+            run_id=None if record is not None else d.run_id,
+            continue_run_id=d.run_id if record is not None else None,  # it died mid-run: continue it
+            session_id=req.session_id,
+            origin=req.origin,
+            cwd=req.cwd,
+        )
+        async with self._context(req.session_id, req.cwd) as extras:
+            return await self.runtime.run(replace(activation, **extras), sink)
 
-    async def _cancel_here(self, run_id: str) -> None:
+    def _context(
+        self, session_id: str | None, cwd: str | None, wanted: tuple[str, ...] = ()
+    ) -> AbstractAsyncContextManager[dict[str, Any]]:
+        if self.context is None:
+            return nullcontext({"cwd": cwd} if cwd else {})
+        return self.context(session_id, cwd, wanted)
+
+    async def _cancel_here(self, run_id: str) -> AgentRunResult | None:
         """End a run that waits in the store (or died running) as cancelled, its suspended calls cancelled."""
         store = self.runtime.store
         record = await store.load_run(run_id)
         if record is None or record.status == "done":
-            return
+            return None
         loaded = await store.load_thread(record.thread_id)
         if loaded is None:
-            return
+            return None
         state = loaded.state or PersistedState()
         states = TOOL_CALL_STATES.decode(state.extensions.get(TOOL_CALL_STATES.key))
         messages = []
@@ -506,3 +656,14 @@ class MailboxService:
         record.waiting, record.updated_at = None, now
         new_state = PersistedState(state.revision + 1, extensions)
         await store.checkpoint(Checkpoint(record.thread_id, loaded.thread.message_count, messages, record, new_state))
+        return AgentRunResult(
+            run_id, record.thread_id, record.agent_id, "", record.termination, record.steps, status="cancelled"
+        )
+
+
+def _context_of(activation: RunActivation) -> dict[str, Any]:
+    """The parts of a holder's activation a resume runs with: its working directory, services and per-run tools."""
+    extras: dict[str, Any] = {"services": activation.services, "tools": activation.tools}
+    if activation.cwd:
+        extras["cwd"] = activation.cwd
+    return extras

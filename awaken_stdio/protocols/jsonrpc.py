@@ -30,6 +30,7 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeAlias
 
@@ -293,12 +294,14 @@ class JsonRpcPeer:
         params: Params = None,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - fails with a JSON-RPC error and forgets the request
+        cancel_method: str | None = None,
     ) -> Any:
         """Send a request and return the other side's result.
 
         Raises ``JsonRpcError`` with the other side's error, ``RequestTimeoutError`` after ``timeout`` seconds
         (a late answer is then ignored), or ``ConnectionClosedError`` when input ends first. Cancelling the caller
-        sends nothing: how to tell the other side is the protocol layer's business.
+        sends nothing unless the protocol names its notification (``cancel_method``, e.g. ACP's
+        ``$/cancel_request``): then the other side is told ``{"requestId": id}``.
         """
         if not self._input_open:
             raise ConnectionClosedError("connection closed: no answer can arrive")
@@ -313,6 +316,11 @@ class JsonRpcPeer:
                 await pending.event.wait()
         except TimeoutError:
             raise RequestTimeoutError(method, timeout or 0) from None
+        except anyio.get_cancelled_exc_class():
+            if cancel_method is not None and self._input_open and not pending.event.is_set():
+                with anyio.CancelScope(shield=True), suppress(JsonRpcError):
+                    await self.notify(cancel_method, {"requestId": request_id})
+            raise
         finally:
             self._pending.pop(request_id, None)
         if pending.error is not None:

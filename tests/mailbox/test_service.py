@@ -70,7 +70,7 @@ async def test_a_decision_resumes_a_waiting_run_here_once() -> None:
     done = await service.decide(waiting.run_id, APPROVE)
 
     assert done is not None and done.status == "completed" and len(tool.calls) == 1
-    with pytest.raises(InvalidResume, match="is not waiting"):
+    with pytest.raises(InvalidResume, match="was already decided by process"):
         await service.decide(waiting.run_id, APPROVE)
     rows = await runtime.store.mailbox.list_dispatches("t")
     assert [(r.request.kind, r.status, r.run_status) for r in rows] == [

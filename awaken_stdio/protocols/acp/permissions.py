@@ -70,5 +70,6 @@ async def ask_permission(
     answer = await peer.request(
         "session/request_permission",
         {"sessionId": session_id, "toolCall": call, "options": permission_options(tool_name, args)},
+        cancel_method="$/cancel_request",  # a question withdrawn (decided elsewhere) is withdrawn in the editor too
     )
     return _decision(answer)

@@ -35,6 +35,7 @@ from awaken_stdio.protocols.acp.permissions import ask_permission
 from awaken_stdio.protocols.acp.sessions import (
     MODES,
     THOUGHTS_OPTION,
+    Ask,
     Session,
     Turn,
     check_choice,
@@ -72,6 +73,8 @@ _MCP_TIMEOUT_S = 30.0
 _LIST_PAGE = 50
 _TITLE_CHARS = 60
 _MAX_PENDING_ROUNDS = 16  # a resumed run that keeps asking: stop re-offering after this many rounds
+_WATCH_S = 0.25  # how often a re-offered question checks whether its run was decided elsewhere
+_Call = tuple[str, str, Any, "str | None"]  # id, tool, arguments, the note of a call asked again after a crash
 
 
 class AcpServer:
@@ -184,20 +187,41 @@ class AcpServer:
             result["_meta"] = {"awaken-stdio": {"mcpServers": session.mcp_status}}
         return result
 
-    async def _open(self, app: App, record: SessionRecord, mcp_servers: list[dict[str, Any]]) -> Session:
+    async def _open(
+        self, app: App, record: SessionRecord, mcp_servers: list[dict[str, Any]], *, known: bool = False
+    ) -> Session:
+        """Open the session here; what the client is told about it goes before the response when the client
+        already ``known``s the session (load/resume: ACP-LOAD-002), else right after it (zed#60199)."""
         old = self.sessions.pop(record.session_id, None)
         if old is not None:
             await self._shut(app, old)
         session = Session(record, self._agent_for(app, record))
         self.sessions[record.session_id] = session
+        app.session_hosts[session.id] = lambda: self._host_context(session)
         if mcp_servers:
             await self._connect_mcp(app, session, mcp_servers)
-        self._after_response(lambda: self._send_commands(session))
+        if known:
+            await self._describe(session)
+        else:
+            self._after_response(lambda: self._send_commands(session))
         return session
+
+    def _host_context(self, session: Session) -> dict[str, Any]:
+        """What a run of this session resumes with in this process, whoever decided: this editor's services."""
+        return {"cwd": session.record.cwd, "services": self._services(session), "tools": list(session.mcp_tools)}
 
     async def _send_commands(self, session: Session) -> None:
         await self.update(session.id, {"sessionUpdate": "available_commands_update",
                                        "availableCommands": commands.available_commands()})  # fmt: skip
+
+    async def _describe(self, session: Session) -> None:
+        """Everything about a reopened session besides its history: commands, mode, options, title."""
+        await self._send_commands(session)
+        await self.update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": session.mode})
+        await self._config_changed(session)
+        if session.record.title:
+            await self.update(session.id, {"sessionUpdate": "session_info_update", "title": session.record.title,
+                                           "updatedAt": session_info(session.record)["updatedAt"]})  # fmt: skip
 
     async def new_session(self, params: Any) -> dict[str, Any]:
         p = SessionSetupParams.model_validate(params)
@@ -239,7 +263,7 @@ class AcpServer:
             for update in replay(loaded.messages if loaded else [], self._lookup(app)):
                 await self.update(record.session_id, update)
         servers = p.mcp_servers if "mcpServers" in (params or {}) else record.mcp_servers
-        session = await self._open(app, record, servers)
+        session = await self._open(app, record, servers, known=True)
         return self._setup_result(session)
 
     async def load_session(self, params: Any) -> dict[str, Any]:
@@ -262,6 +286,7 @@ class AcpServer:
 
     async def _shut(self, app: App, session: Session) -> None:
         """Stop the session's turn and MCP servers (its record stays)."""
+        app.session_hosts.pop(session.id, None)
         session.cancel_epoch += 1
         if session.turn is not None:
             await self._cancel_turn(app, session, session.turn)
@@ -430,50 +455,114 @@ class AcpServer:
 
         turn.run_id = new_id()
         activation = self._context(session, [Message.user(blocks)], run_id=turn.run_id)
-        try:
-            # through the mailbox: the run holds its thread's claim, so a decision from any surface of any
-            # process (the CLI, an MCP client) resumes it here, exactly once
-            result = await app.run(activation, self._sink(app, session, turn))
-        except Exception as exc:
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tasks:  # the questions asked while the run waits
+            turn.tasks = tasks
+            try:
+                # through the mailbox: the run holds its thread's claim, so a decision from any surface of any
+                # process (the CLI, an MCP client) resumes it here, exactly once; a run of this thread resumed
+                # elsewhere (after a restart, by such a decision) is waited for, as a second prompt waits
+                result = await app.run(activation, self._sink(app, session, turn), give_up=lambda: turn.cancelled)
+            except Exception as exc:
+                failure = exc
+            finally:
+                if turn.ask is not None:  # the run is over: no question about it stays open
+                    turn.ask.withdraw("The run ended before this was answered.", failed=True)
+        if failure is not None:
             if turn.cancelled:
                 return "cancelled"
-            raise _turn_error(exc) from exc
+            raise _turn_error(failure) from failure
         await self._after_turn(app, session, blocks)
         return "cancelled" if turn.cancelled else stop_reason(result.termination)
 
     def _sink(self, app: App, session: Session, turn: Turn) -> Callable[[AgentEvent], Awaitable[None]]:
-        """Events to updates; suspended calls are asked about once the run has committed its waiting state."""
+        """Events to updates; suspended calls are asked about once the run has committed its waiting state.
+
+        The question is asked beside the run (``turn.tasks``), so the run waits in the mailbox meanwhile and a
+        decision from another surface reaches it at once; the run's next event then withdraws the question.
+        """
         runtime = app.runtime
         model = runtime.models.get(runtime.agents[session.agent_id].model)
         window = model[0].capabilities(model[1]).context_window if model else 0
-        encoder = TurnEncoder(self._lookup(app), window, show_thoughts=session.show_thoughts)
+        lookup = self._lookup(app)
+        encoder = TurnEncoder(lookup, window, show_thoughts=session.show_thoughts)
         suspended: list[str] = []
+        unknown: dict[str, str] = {}  # calls asked again after a crash: their note
         notify = self.peer.notify  # not self.update: this runs per event, one coroutine frame fewer per update
         session_id = session.id
 
         async def sink(event: AgentEvent) -> None:
+            if turn.ask is not None and not turn.ask.answered:
+                turn.ask.withdraw("Decided outside this editor.")  # the run moved on: someone else decided
             for update in encoder.encode(event):
                 await notify("session/update", {"sessionId": session_id, "update": update})
             if type(event) is ToolCallDone and event.outcome == "suspended":
                 suspended.append(event.id)
+                if event.result.metadata.get("unknown_after_crash"):
+                    unknown[event.id] = event.result.message or ""
             elif type(event) is RunFinish and event.termination.type == "suspended" and suspended:
                 asked, suspended[:] = list(suspended), []
-                calls = [(c, *(encoder.call(c) or ("", None))) for c in asked]
-                decisions = await self._ask_all(session, turn, calls, self._lookup(app))
-                if decisions is None:
-                    await self._cancel_turn(app, session, turn)
-                    return
-                await app.decide(event.run_id, decisions)  # recorded first; this process's held run takes it
+                calls = [(c, *(encoder.call(c) or ("", None)), unknown.pop(c, None)) for c in asked]
+                turn.ask = ask = Ask(event.run_id, asked)
+                assert turn.tasks is not None
+                turn.tasks.start_soon(self._ask_live, app, session, turn, ask, calls, lookup)
 
         return sink
 
-    async def _ask_all(
-        self, session: Session, turn: Turn, calls: list[tuple[str, str, Any]], lookup: DescriptorLookup
+    async def _ask_live(
+        self, app: App, session: Session, turn: Turn, ask: Ask, calls: list[_Call], lookup: DescriptorLookup
+    ) -> None:
+        """Ask about a run waiting in this process; the answer goes to the mailbox, which hands it to the run.
+
+        A dismissed question cancels the run, unless a decision recorded elsewhere got there first: then that
+        decision stands and the turn goes on.
+        """
+        try:
+            decisions = await self._ask(session, turn, ask, calls, lookup)
+            if ask.withdrawn:
+                return
+            with anyio.CancelScope(shield=True):
+                if decisions is not None:
+                    await app.decide(ask.run_id, decisions, origin="acp")
+                elif await app.dismiss(ask.run_id):
+                    turn.cancelled = True
+        except InvalidResume as exc:  # another surface decided first: its decision stands
+            await self._tell_calls(session, ask.call_ids, str(exc))
+        except Exception:
+            log.exception("session %s: asking about run %s failed", session.id, ask.run_id)
+
+    async def _ask(
+        self, session: Session, turn: Turn, ask: Ask, calls: list[_Call], lookup: DescriptorLookup
     ) -> list[tuple[str, ToolCallResume]] | None:
-        """Ask about each call in order; ``None`` when the person cancelled (the turn is then cancelled)."""
+        """``_ask_all`` until ``ask`` is withdrawn; a withdrawn question is told in its calls and gives ``None``."""
+        with ask.scope:
+            decisions = await self._ask_all(session, turn, calls, lookup)
+            ask.answered = True
+            return decisions
+        if ask.note:
+            await self._tell_calls(session, ask.call_ids, ask.note, failed=ask.failed)
+        return None
+
+    async def _tell_calls(self, session: Session, call_ids: list[str], text: str, *, failed: bool = False) -> None:
+        for call_id in call_ids:
+            content = [{"type": "content", "content": {"type": "text", "text": text}}]
+            update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "content": content}
+            if failed:
+                update["status"] = "failed"
+            await self.update(session.id, update)
+
+    async def _ask_all(
+        self, session: Session, turn: Turn, calls: list[_Call], lookup: DescriptorLookup
+    ) -> list[tuple[str, ToolCallResume]] | None:
+        """Ask about each call in order; ``None`` when the person cancelled (the turn is then cancelled). A call
+        asked again because a crash interrupted its earlier attempt says so (its ``note``), in title and content."""
         decisions: list[tuple[str, ToolCallResume]] = []
-        for call_id, name, args in calls:
+        for call_id, name, args, note in calls:
             request = tool_call(call_id, name, args, lookup(name))
+            if note is not None:
+                request["title"] = f"{request['title']} (run again? the earlier attempt's outcome is unknown)"
+                text = note or "The earlier attempt was interrupted; its outcome is unknown."
+                request["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
             decision = await ask_permission(self.peer, session.id, request, name, args)
             if decision is None or turn.cancelled:
                 return None
@@ -487,8 +576,8 @@ class AcpServer:
         """Approvals an earlier process (or a run before ``session/load``) left waiting are asked again first.
 
         Each waiting run of the session's thread gets its decisions through ``App.decide``, which resumes it
-        exactly once; its updates stream into this turn. A cancelled answer cancels the turn and leaves the run
-        waiting.
+        exactly once; its updates stream into this turn. A question the run no longer needs (decided from another
+        surface meanwhile) is withdrawn; a cancelled answer cancels the turn and leaves the run waiting.
         """
         store = app.runtime.store
         lookup = self._lookup(app)
@@ -501,13 +590,24 @@ class AcpServer:
             for ticket in tickets:  # the client may never have seen these calls (a restart, a load)
                 await self.update(session.id, tool_call(ticket.tool_call_id, ticket.tool_name, ticket.arguments,
                                                         lookup(ticket.tool_name)))  # fmt: skip
-            calls = [(t.tool_call_id, t.tool_name, t.arguments) for t in tickets]
-            decisions = await self._ask_all(session, turn, calls, lookup)
+            calls = [
+                (t.tool_call_id, t.tool_name, t.arguments, t.message if t.outcome_unknown else None) for t in tickets
+            ]
+            ask = Ask(run.run_id, [t.tool_call_id for t in tickets])
+            async with anyio.create_task_group() as watch:
+                watch.start_soon(self._watch_waiting, app, ask)
+                decisions = await self._ask(session, turn, ask, calls, lookup)
+                watch.cancel_scope.cancel()
+            if ask.withdrawn:
+                continue  # decided elsewhere: the next waiting run, if any
             if decisions is None:
                 turn.cancelled = True
                 return
             try:
-                await app.decide(run.run_id, decisions, self._sink(app, session, turn), self._context(session, []))
+                await app.decide(run.run_id, decisions, self._sink(app, session, turn), self._context(session, []),
+                                 origin="acp")  # fmt: skip
+            except InvalidResume as exc:  # decided elsewhere between the answer and now: that decision stands
+                await self._tell_calls(session, ask.call_ids, str(exc))
             except Exception as exc:
                 if turn.cancelled:
                     return
@@ -515,9 +615,21 @@ class AcpServer:
             if turn.cancelled:
                 return
 
+    async def _watch_waiting(self, app: App, ask: Ask) -> None:
+        """Withdraw ``ask`` once its run (held by nobody here) stops waiting: decided or ended from elsewhere."""
+        while True:
+            await anyio.sleep(_WATCH_S)
+            record = await app.store.load_run(ask.run_id)
+            if record is None or record.status != "waiting":
+                ended = record is None or record.status == "done"
+                ask.withdraw("Decided outside this editor." if not ended else "The run ended outside this editor.")
+                return
+
     async def _cancel_turn(self, app: App, session: Session, turn: Turn) -> None:
         turn.cancelled = True
         turn.scope.cancel()
+        if turn.ask is not None:
+            turn.ask.withdraw()
         if not await app.runtime.cancel(session.record.thread_id) and turn.run_id is not None:
             try:  # not running here right now: it waits for a decision, held by the mailbox
                 await app.cancel(turn.run_id)

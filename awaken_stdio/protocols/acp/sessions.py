@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 
 from awaken_stdio.contract.ids import iso_ms
 from awaken_stdio.contract.stores import SessionRecord
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MODES",
     "THOUGHTS_OPTION",
+    "Ask",
     "Session",
     "Turn",
     "config_options",
@@ -40,13 +42,38 @@ THOUGHTS_OPTION = "show_thoughts"
 
 
 @dataclass(slots=True, eq=False)
+class Ask:
+    """An open question to the person about a waiting run's calls. Withdrawn (its permission requests cancelled)
+    when the run moves on without it: a decision from another surface, or the run ending elsewhere."""
+
+    run_id: str
+    call_ids: list[str]
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    answered: bool = False
+    note: str | None = None  # why it was withdrawn, told in each call's tool_call_update
+    failed: bool = False  # the calls will not run (the run ended elsewhere)
+
+    @property
+    def withdrawn(self) -> bool:
+        return self.scope.cancel_called and not self.answered
+
+    def withdraw(self, note: str | None = None, *, failed: bool = False) -> None:
+        if not self.answered and not self.scope.cancel_called:
+            self.note, self.failed = note, failed
+            self.scope.cancel()
+
+
+@dataclass(slots=True, eq=False)
 class Turn:
     """A prompt being answered: ``cancelled`` once the client cancelled it; ``scope`` covers the part before the
-    run starts (re-offered approvals), which ``AgentRuntime.cancel`` cannot reach."""
+    run starts (re-offered approvals), which ``AgentRuntime.cancel`` cannot reach; ``tasks`` holds the questions
+    asked while its run waits (``ask``, the open one)."""
 
     cancelled: bool = False
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     run_id: str | None = None  # the run this prompt started (through the mailbox), for cancelling it anywhere
+    tasks: anyio.abc.TaskGroup | None = None
+    ask: Ask | None = None
 
 
 @dataclass(slots=True, eq=False)

@@ -106,6 +106,8 @@ class WireLog:
                 validate_def("SessionNotification", message["params"])
             elif method in AGENT_REQUESTS:
                 validate_def(AGENT_REQUESTS[method], message["params"])
+            elif method == "$/cancel_request":  # a question withdrawn: decided on another surface
+                validate_def("CancelRequestNotification", message["params"])
             else:
                 raise jsonschema.ValidationError(f"the agent sent an unexpected method {method}")
         elif "error" in message:
