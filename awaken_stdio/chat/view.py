@@ -60,6 +60,7 @@ class View:
             self.note("(turn cancelled)")
         elif stop_reason not in (None, "end_turn"):
             self.note(f"(turn ended: {stop_reason})")
+        self.console.print()  # a turn's output stands apart from the next message
 
     def pause(self) -> None:
         """Print the text so far and take the spinner away (before a question, or at the end of a turn)."""
