@@ -13,6 +13,11 @@ Choices worth knowing:
   and answers to our own requests are processed while it runs. Notifications run one at a time, in arrival order, in
   a worker task; a slow notification handler delays later notifications (never requests or responses), and reading
   waits only once ``1024`` notifications are queued. Handlers with long work should start their own task.
+- Back-pressure: reading pauses before the next request or notification while more than ``MAX_OUTPUT_BACKLOG``
+  bytes (8 MiB) of output wait to be written (queued, or held by handlers waiting for room in the outbox), or while
+  ``MAX_IN_FLIGHT`` (1024) requests are being handled; the other side's answers to our requests are always read. So
+  a client that stops reading our output while it goes on writing costs a bounded amount of memory, not one task and
+  answer per request it sent; its writes block instead, and everything is answered once it reads again.
 - A line longer than ``max_line_bytes`` is answered with -32600 (Invalid Request, ``id: null``): it may well be valid
   JSON, but it is not a request we accept. It is discarded as it streams in, never buffered whole.
 - All writes go through one outbox drained by one writer task, which joins whatever is already queued into a single
@@ -83,6 +88,8 @@ _MESSAGES = {
 }
 _READ_CHUNK = 64 * 1024
 _OUTBOX_SIZE = 1024  # lines queued for the writer before notify() waits
+MAX_OUTPUT_BACKLOG = 8 * 1024 * 1024  # bytes of output not yet written before reading pauses (back-pressure)
+MAX_IN_FLIGHT = 1024  # requests being handled before reading pauses
 _NOTIFICATION_QUEUE = 1024  # notifications queued before reading waits
 _MAX_WRITE_BATCH = 1024 * 1024  # bytes joined into one write
 _PARENT_POLL_S = 0.5
@@ -253,6 +260,8 @@ class JsonRpcPeer:
         self._read_scope: anyio.CancelScope | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._outbox: MemoryObjectSendStream[bytes] | None = None
+        self._backlog = 0  # bytes passed to _send and not yet written
+        self._room: anyio.Event | None = None  # set when reading may go on (back-pressure)
 
     # -- handler table ---------------------------------------------------------------------------------------
 
@@ -440,13 +449,36 @@ class JsonRpcPeer:
     async def _send(self, data: bytes) -> None:
         if not self._accepting or self._outbox is None:
             raise ConnectionClosedError("connection closed: nothing more can be sent")
+        self._backlog += len(data)
         try:
             try:
                 self._outbox.send_nowait(data)
             except anyio.WouldBlock:
                 await self._outbox.send(data)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            raise ConnectionClosedError("connection closed: nothing more can be sent") from None
+        except BaseException as exc:
+            self._written(len(data))
+            if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError):
+                raise ConnectionClosedError("connection closed: nothing more can be sent") from None
+            raise
+
+    def _written(self, size: int) -> None:
+        self._backlog -= size
+        self._notice_room()
+
+    def _notice_room(self) -> None:
+        if self._room is not None and not self._behind():
+            self._room.set()
+
+    def _behind(self) -> bool:
+        """Whether reading should pause: too much output waits, or too many requests are being handled."""
+        return self._backlog > MAX_OUTPUT_BACKLOG or len(self._inbound) >= MAX_IN_FLIGHT
+
+    async def _wait_for_room(self) -> None:
+        logger.debug("reading paused: %d bytes to write, %d requests in flight", self._backlog, len(self._inbound))
+        while self._behind():
+            self._room = anyio.Event()
+            await self._room.wait()
+        self._room = None
 
     async def _write_loop(
         self,
@@ -473,6 +505,7 @@ class JsonRpcPeer:
                         self._accepting = False
                         self.close()
                         return
+                    self._written(size)
         finally:
             done.set()
 
@@ -554,6 +587,8 @@ class JsonRpcPeer:
         if "method" not in message and ("result" in message or "error" in message):
             self._handle_response(message)
             return
+        if self._behind():
+            await self._wait_for_room()
         if message.get("jsonrpc") != "2.0":
             await self._reply_error(echo, INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
             return
@@ -637,6 +672,7 @@ class JsonRpcPeer:
         finally:
             del self._inbound[request_id]
             self._one_done()
+            self._notice_room()
 
     async def _dispatch_notification(
         self, method: str, params: Params, notes: MemoryObjectSendStream[tuple[NotificationHandler, Params, str]]
