@@ -33,8 +33,11 @@ from awaken_stdio.protocols.jsonrpc import ConnectionClosedError, JsonRpcError, 
 
 __all__ = ["AgentLog", "Chat", "ChatError", "main"]
 
-_ANSWERS = {"y": "allow_once", "yes": "allow_once", "a": "allow_always", "always": "allow_always"}
-_ANSWERS |= {"n": "reject_once", "no": "reject_once"}
+_ANSWERS = {
+    **dict.fromkeys(("y", "yes"), "allow_once"),
+    **dict.fromkeys(("a", "always"), "allow_always"),
+    **dict.fromkeys(("n", "no"), "reject_once"),
+}
 _SETTLE_S = 0.03
 _START_TIMEOUT_S = 30
 _EXIT_GRACE_S = 3
