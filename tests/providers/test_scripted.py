@@ -555,14 +555,15 @@ def test_the_schema_rejects_what_the_loader_rejects(script: dict[str, Any]) -> N
         ScriptedModel(script)
 
 
-async def test_the_demo_script_is_valid_and_writes_a_file_then_answers() -> None:
+async def test_the_demo_script_is_valid_and_answers_past_its_end() -> None:
     demo = resources.files("awaken_stdio") / "data" / "demo-script.json"
     data = json.loads(demo.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))).validate(data)
     with resources.as_file(demo) as path:
         model = ScriptedModel.from_file(path)
-    first = await play(model, request(Message.user("write me a hello world")))
-    assert [c.name for c in first.tool_calls] == ["write_file"]
-    assert set(first.tool_calls[0].arguments) == {"path", "content"}
-    second = await play(model, after(1))
-    assert second.stop_reason == "end_turn" and not second.tool_calls and second.text
+    first = await play(model, request(Message.user("show me around")))
+    assert [c.name for c in first.tool_calls] == ["update_plan"]
+    last = len(data["turns"]) - 1
+    for turns in (last, last + 1, last + 5):  # the closing words, then again for every later message
+        answer = await play(model, after(turns))
+        assert answer.stop_reason == "end_turn" and not answer.tool_calls and "The demo is over" in answer.text
