@@ -12,7 +12,8 @@ entered them, so a session must be entered and left in the same task). All serve
 its own timeout; a server that fails to start or dies is reported in its ``McpServerStatus``, its tools are
 withdrawn, and it is restarted with a bounded exponential backoff. Stdio servers run in their own process group with
 an allow-listed environment (never our API keys); their stderr goes to our logger, and on exit the whole group is
-ended (stdin closed, SIGTERM, SIGKILL), so no grandchild outlives us.
+ended (stdin closed, SIGTERM, SIGKILL), so no grandchild outlives us; should we die first, even by kill -9, the
+process guard (``_processes.py``) ends it.
 
 What it does not do: decide whether a call may run (the runtime's permission gate) or publish anything
 (``protocols/``). ``mcp`` is imported inside functions only: it costs about half a second, which the ACP path must

@@ -8,7 +8,7 @@ import pytest
 from test_mcp_client import SERVER, Calls, LogWatch, by_name, logs, stdio
 
 from awaken_stdio.config import McpServerConfig
-from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.tools.mcp_client import DEFAULT_CALL_TIMEOUT_S, McpServerSpec, open_mcp_toolsets
 
 pytestmark = pytest.mark.anyio
@@ -21,7 +21,7 @@ async def test_an_unanswered_call_times_out_and_is_cancelled_on_the_server(logs:
         async with open_mcp_toolsets([stdio("srv", call_timeout_s=0.5)]) as toolsets:
             tools = by_name(toolsets.tools())
             block = tools["srv__block"]
-            with pytest.raises(ToolError) as caught:
+            with pytest.raises(ToolFailure) as caught:  # a failed call the model sees, not a failed run
                 await block.execute({}, calls.ctx(block))
             assert caught.value.kind == "timeout"
             assert "MCP server srv: tool block did not answer within 0.5 s" in str(caught.value)
