@@ -407,7 +407,7 @@ async def _decide(args: argparse.Namespace, app: App, approve: bool) -> int:
     if run is None:
         raise InvalidResume(f"run {args.id} not found")
     if run.status != "waiting" or run.waiting is None:
-        raise InvalidResume(f"run {args.id} is not waiting ({run.display_status})")
+        raise await app.mailbox.not_waiting(run)  # says who decided it, when a decision did
     tickets = [t for t in run.waiting.tickets if args.call in (None, t.tool_call_id, t.ticket_id)]
     if not tickets:
         raise DecisionTargetNotFound(args.call)
@@ -415,11 +415,13 @@ async def _decide(args: argparse.Namespace, app: App, approve: bool) -> int:
         decisions = [(t.ticket_id, ToolCallResume.approve(always=args.always)) for t in tickets]
     else:
         decisions = [(t.ticket_id, ToolCallResume.reject(args.reason)) for t in tickets]
-    result = await app.decide(args.id, decisions)
+    result = await app.decide(args.id, decisions, origin="cli")  # DecisionSuperseded (exit 2) names the winner
     verb = "approved" if approve else "rejected"
     calls = ", ".join(t.tool_call_id for t in tickets)
     if result is None:
-        print(f"{verb} {calls}; the process holding run {args.id} continues it", file=sys.stderr)
+        holders = await app.store.mailbox.list_dispatches(run.thread_id, ["claimed"])
+        who = f" ({holders[0].claimed_by})" if holders and holders[0].claimed_by else ""
+        print(f"{verb} {calls}; the process holding run {args.id}{who} continues it", file=sys.stderr)
         return 0
     print(f"{verb} {calls}; run {args.id} is {result.status}")
     if result.response:

@@ -88,8 +88,8 @@ class DecisionSuperseded(InvalidResume):
 
 @dataclass(frozen=True, slots=True)
 class MailboxConfig:
-    lease_ms: int = 8_000  # a dead holder's claim (waiting runs too) lapses within this, on any machine
-    renew_every_s: float = 2.0
+    lease_ms: int = 6_000  # a dead holder's claim (waiting runs too) lapses within this, on any machine
+    renew_every_s: float = 1.5
     poll_every_s: float = 0.2
     sweep_every_s: float = 2.0
     decide_wait_s: float = 30.0  # how long a decider waits for a busy holder to take its decision
@@ -377,7 +377,7 @@ class MailboxService:
         if record is None:
             raise InvalidResume(f"run {run_id} not found")
         if record.status != "waiting":
-            raise await self._superseded(record)
+            raise await self.not_waiting(record)
         return record
 
     async def _control(
@@ -418,7 +418,7 @@ class MailboxService:
             latest = await self.runtime.store.load_run(record.run_id)
             if latest is None or latest.status == "waiting":
                 raise
-            raise await self._superseded(latest, row.dispatch_id) from None
+            raise await self.not_waiting(latest, row.dispatch_id) from None
 
     async def _await_turn(self, row: RunDispatch) -> RunDispatch | None:
         """Our recorded row waits behind the thread's holder: ``None`` once the holder has taken it over, or the row
@@ -438,7 +438,7 @@ class MailboxService:
                     if current is not None and current.status in ("acked", "dead", "superseded", "cancelled"):
                         record = await self.runtime.store.load_run(row.run_id)
                         if record is not None and current.run_error:
-                            raise await self._superseded(record, row.dispatch_id)
+                            raise await self.not_waiting(record, row.dispatch_id)
                     return None  # taken over by the holder (or already carried out by it)
                 holders = await mb.list_dispatches(row.thread_id, ["claimed"])
                 for h in holders:
@@ -452,12 +452,12 @@ class MailboxService:
                 await anyio.sleep(c.poll_every_s)
         return None
 
-    async def _superseded(self, record: RunRecord, ours: str | None = None) -> InvalidResume:
+    async def not_waiting(self, record: RunRecord, ours: str | None = None) -> InvalidResume:
         """Why a decision cannot apply: the run moved on, and who moved it (the surface and process that decided)."""
         state = record.display_status
         if record.status == "waiting":
             return InvalidResume(f"run {record.run_id} is waiting for other calls")
-        rows = await self.mailbox.list_dispatches(record.thread_id, ["acked"])
+        rows = await self.mailbox.list_dispatches(record.thread_id, ["acked", "claimed"])  # done, or doing it
         won = [
             r
             for r in rows

@@ -178,6 +178,7 @@ def test_killed_while_the_tool_runs_asks_again(world: World) -> None:
     assert worker.wait(TIMEOUT_S) == 0
     run = world.assert_listed_waiting(run_id)
     assert "outcome is unknown" in run["pending"][0]["reason"]
+    assert "outcome is unknown" in world.cli("runs", "show", run_id).stdout  # the plain CLI view says so too
     assert world.lines() == []
 
     approve(world, run_id)

@@ -415,7 +415,9 @@ class CallRunner:
 
 
 def _ticket_question(ticket: WaitingTicket, result: AgentRunResult) -> str:
-    return approval_message(ticket.tool_name, ticket.arguments, f"Agent {result.agent_id} (run {result.run_id})")
+    """The elicitation message; a call asked again after a crash says first that its earlier outcome is unknown."""
+    question = approval_message(ticket.tool_name, ticket.arguments, f"Agent {result.agent_id} (run {result.run_id})")
+    return f"Outcome unknown: {ticket.message}. {question}" if ticket.outcome_unknown else question
 
 
 # -- results --------------------------------------------------------------------------------------------------------
@@ -445,7 +447,11 @@ def run_result(result: AgentRunResult) -> dict[str, Any]:
             for t in result.pending
         ]
         pending = structured["pending"]
-        lines = [f"- {p['tool_call_id']}: {p['tool']} {_clip(_json(p['arguments']), 300)}" for p in pending]
+        lines = [
+            f"- {p['tool_call_id']}: {p['tool']} {_clip(_json(p['arguments']), 300)}"
+            + (f" ({t.message})" if t.outcome_unknown else "")
+            for p, t in zip(pending, result.pending, strict=True)
+        ]
         decisions = [{"tool_call_id": p["tool_call_id"], "approve": True} for p in pending]
         example = {"run_id": result.run_id, "decisions": decisions}
         text = (

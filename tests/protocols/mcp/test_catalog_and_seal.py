@@ -85,3 +85,23 @@ def test_seal_binds_call_and_expires() -> None:
 def test_decisions(answer: object, action: str, policy: str) -> None:
     decision = decision_from_answer(answer)
     assert decision.action == action and decision.result["policy"] == policy
+
+
+def test_a_call_asked_again_after_a_crash_says_its_outcome_is_unknown() -> None:
+    from awaken_stdio.contract.lifecycle import TerminationReason
+    from awaken_stdio.contract.stores import WaitingTicket
+    from awaken_stdio.contract.suspension import OUTCOME_UNKNOWN_ACTION, PERMISSION_ACTION
+    from awaken_stdio.protocols.mcp.calls import _ticket_question, run_result
+    from awaken_stdio.runtime.activation import AgentRunResult
+
+    note = "The earlier attempt of tool 'run_command' was interrupted and its outcome is unknown"
+    again = WaitingTicket("perm_c1", "c1", "run_command", {"command": "make"}, "replay_tool_call",
+                          OUTCOME_UNKNOWN_ACTION, note)  # fmt: skip
+    first = WaitingTicket("perm_c2", "c2", "run_command", {"command": "ls"}, "replay_tool_call", PERMISSION_ACTION)
+    result = AgentRunResult("r1", "t1", "coder", "", TerminationReason.suspended(), 1, status="waiting",
+                            pending=[again, first])  # fmt: skip
+    assert _ticket_question(again, result).startswith(f"Outcome unknown: {note}.")
+    assert "unknown" not in _ticket_question(first, result)
+    wire = run_result(result)
+    assert wire["structuredContent"]["pending"][0]["reason"] == note
+    assert note in wire["content"][0]["text"] and wire["content"][0]["text"].count("unknown") == 1
