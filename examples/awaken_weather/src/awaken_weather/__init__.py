@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from awaken_stdio import ToolCallContext, ToolError, tool
+from awaken_stdio import ToolCallContext, ToolFailure, tool
 
 _CITIES = {"paris": (18.5, "cloudy"), "tokyo": (24.0, "sunny"), "oslo": (7.0, "rain")}
 
@@ -32,7 +32,7 @@ def forecast(city: str, unit: Literal["celsius", "fahrenheit"] = "celsius") -> F
     """
     known = _CITIES.get(city.strip().lower())
     if known is None:
-        raise ToolError(f"no forecast for {city!r}; known cities: {', '.join(sorted(_CITIES))}", "not_found")
+        raise ToolFailure(f"no forecast for {city!r}; known cities: {', '.join(sorted(_CITIES))}", "not_found")
     celsius, sky = known
     temperature = celsius if unit == "celsius" else round(celsius * 9 / 5 + 32, 1)
     return Forecast(city=city.title(), temperature=temperature, unit=unit, sky=sky)
