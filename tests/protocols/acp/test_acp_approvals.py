@@ -216,3 +216,42 @@ async def test_an_approved_call_behaves_like_an_allowed_one(harness: Harness, tm
         assert await agent.prompt(sid, "continue", timeout=30) == "end_turn"
         assert len(agent.client.permissions) == 1
         cell.check(await cell.result(sid), agent)
+
+
+RESTARTS = 20
+
+
+@pytest.mark.timeout(300)
+async def test_prompts_and_answers_right_after_restarts_never_hit_a_busy_thread(harness: Harness) -> None:
+    """Twenty kill -9 + restart rounds: a prompt sent at once after the restart waits for the recovered run (never
+    ``thread already has an active run``), and the re-offered question answered at once runs the call once."""
+    line = {"name": "run_command", "arguments": {"command": "echo x >> count.txt"}}
+    turns = []
+    for _ in range(RESTARTS):
+        turns += [{"tool_calls": [line]}, {"text": "Appended."}, {"text": "Next.", "delay_ms": 50}]
+    harness.configure(turns, agent='[agents.coder.permission]\ndefault = "ask"')
+    count = harness.workspace / "count.txt"
+    sid = ""
+    for round_ in range(RESTARTS):
+        async with harness.spawn() as agent:
+            agent.client.hold_permission = anyio.Event()  # the dialog stays open until the process dies
+            if not sid:
+                sid = await agent.new_session()
+            else:
+                await agent.conn.load_session(cwd=str(agent.workspace), session_id=sid, mcp_servers=[])
+
+            async def doomed(sid: str = sid) -> None:
+                with pytest.raises(ConnectionError):
+                    await agent.conn.prompt(session_id=sid, prompt=[text_block("append")])
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(doomed)
+                with anyio.fail_after(15):
+                    await agent.client.permission_asked.wait()
+                os.kill(agent.process.pid, signal.SIGKILL)
+                await agent.process.wait()
+        async with harness.spawn() as agent:  # at once: load, prompt, and the re-offered question answered at once
+            await agent.conn.load_session(cwd=str(agent.workspace), session_id=sid, mcp_servers=[])
+            assert await agent.prompt(sid, "go on", timeout=30) == "end_turn", f"round {round_}"
+            assert len(agent.client.permissions) == 1
+        assert count.read_text().splitlines() == ["x"] * (round_ + 1), f"round {round_}"
