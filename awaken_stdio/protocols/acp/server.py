@@ -472,6 +472,10 @@ class AcpServer:
             if turn.cancelled:
                 return "cancelled"
             raise _turn_error(failure) from failure
+        if result.termination.type == "error" and not turn.cancelled:  # a fatal tool error ended the run
+            reason = result.status_reason or "the run failed"
+            data = {"type": "RunFailed", "message": reason, "runId": result.run_id}
+            raise JsonRpcError(INTERNAL_ERROR, f"Internal error: {reason}", data)
         await self._after_turn(app, session, blocks)
         return "cancelled" if turn.cancelled else stop_reason(result.termination)
 

@@ -436,6 +436,9 @@ def run_result(result: AgentRunResult) -> dict[str, Any]:
         "response": result.response,
     }
     text = result.response or f"(the run ended {result.status} without an answer)"
+    if result.status_reason and result.status == "failed":  # why: a fatal tool error, a stop policy, a block
+        structured["reason"] = result.status_reason
+        text = f"{text}\n\nThe run failed: {result.status_reason}"
     if result.status == "waiting":
         structured["pending"] = [
             {

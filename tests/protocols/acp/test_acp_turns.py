@@ -237,3 +237,17 @@ async def test_additional_directories_widen_the_workspace(harness, tmp_path):
         assert await agent.prompt(sid, "go") == "end_turn"
         assert (extra / "a.txt").read_text() == "in"
         assert not (outside / "b.txt").exists()
+
+
+async def test_a_fatal_tool_error_ends_the_turn_with_the_error(harness):
+    harness.configure(
+        [{"tool_calls": [{"name": "explode", "arguments": {}}]}, {"text": "never said"}],
+        agent='[agents.coder.permission]\ndefault = "allow"\n[tools]\nmodules = ["tests.protocols.acp.fatal_tools"]',
+    )
+    async with harness.spawn() as agent:
+        sid = await agent.new_session()
+        with pytest.raises(RequestError) as raised:
+            await agent.prompt(sid, "go")
+        assert raised.value.code == -32603 and "the disk is on fire" in raised.value.data["message"]
+        texts = [u for u in agent.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
+        assert texts == []  # the model was not called again

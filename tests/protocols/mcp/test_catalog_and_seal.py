@@ -105,3 +105,15 @@ def test_a_call_asked_again_after_a_crash_says_its_outcome_is_unknown() -> None:
     wire = run_result(result)
     assert wire["structuredContent"]["pending"][0]["reason"] == note
     assert note in wire["content"][0]["text"] and wire["content"][0]["text"].count("unknown") == 1
+
+
+def test_a_failed_run_says_why() -> None:
+    from awaken_stdio.contract.lifecycle import TerminationReason
+    from awaken_stdio.protocols.mcp.calls import run_result
+    from awaken_stdio.runtime.activation import AgentRunResult
+
+    result = AgentRunResult("r1", "t1", "coder", "", TerminationReason.error("explode: the disk is on fire"), 1,
+                            status="failed", status_reason="explode: the disk is on fire")  # fmt: skip
+    wire = run_result(result)
+    assert wire["isError"] is True and wire["structuredContent"]["reason"] == "explode: the disk is on fire"
+    assert "The run failed: explode: the disk is on fire" in wire["content"][0]["text"]
