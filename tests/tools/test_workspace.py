@@ -13,6 +13,7 @@ import pytest
 from awaken_stdio.contract.errors import ToolError
 from awaken_stdio.contract.state import Snapshot
 from awaken_stdio.contract.tools import ToolCallContext
+from awaken_stdio.tools import workspace
 from awaken_stdio.tools.workspace import (
     ADDITIONAL_DIRECTORIES,
     FILE_SYSTEM,
@@ -292,3 +293,132 @@ async def test_services_given_are_used(root: Path) -> None:
 async def test_no_cwd_means_the_process_directory() -> None:
     ctx = ToolCallContext(call_id="c", tool_name="t", thread_id="t", run_id="r", agent_id="a", snapshot=Snapshot(0))
     assert (await get_workspace(ctx)).root == Path(os.getcwd()).resolve()
+
+
+# -- opening without following links, hard links, .gitignore ----------------------------------------------------
+
+
+async def test_a_symlink_in_a_checked_path_is_refused_not_followed(root: Path, tmp_path: Path) -> None:
+    """What a directory swapped for a link after ``Workspace.resolve`` looks like to the file system."""
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "f.txt").write_text("secret\n")
+    (root / "d").symlink_to(tmp_path / "outside")
+    (root / "f.txt").symlink_to(tmp_path / "outside" / "f.txt")
+    fs = LocalFileSystem()
+    attempts = [
+        fs.read_text(root / "d" / "f.txt"),
+        fs.read_text(root / "f.txt"),
+        fs.write_text(root / "d" / "new.txt", "x"),
+        fs.write_text(root / "f.txt", "x"),
+        fs.list_directory(root / "d"),
+        fs.search(root / "d", re.compile("secret"), glob=None, limit=10),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ToolError, match="symbolic link") as info:
+            await attempt
+        assert info.value.kind == "denied"
+    assert sorted(p.name for p in (tmp_path / "outside").iterdir()) == ["f.txt"]
+    assert (tmp_path / "outside" / "f.txt").read_text() == "secret\n"
+
+
+async def test_a_hard_linked_file_is_neither_read_nor_written(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "passwords.txt"
+    outside.write_text("secret\n")
+    os.link(outside, root / "notes.txt")
+    fs = LocalFileSystem()
+    for attempt in (fs.read_text(root / "notes.txt"), fs.write_text(root / "notes.txt", "overwritten\n")):
+        with pytest.raises(ToolError, match=rf"{re.escape(str(root / 'notes.txt'))} has 2 hard links") as info:
+            await attempt
+        assert info.value.kind == "denied"
+    assert outside.read_text() == "secret\n"
+    assert await fs.search(root, re.compile("secret"), glob=None, limit=10) == []
+
+
+async def test_a_fifo_is_refused_at_once(root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    fs = LocalFileSystem()
+    with anyio.fail_after(4):  # opened blocking, a FIFO without a writer would hang the call for ever
+        for attempt in (fs.read_text(root / "pipe"), fs.write_text(root / "pipe", "x")):
+            with pytest.raises(ToolError, match="not a regular file"):
+                await attempt
+
+
+async def test_without_dir_fd_the_checks_are_made_by_name(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fallback of platforms without ``dir_fd`` (Windows): same results, links still refused."""
+    monkeypatch.setattr(workspace, "_AT", False)
+    fs = LocalFileSystem()
+    await fs.write_text(root / "a" / "b.txt", "x\ny\n")
+    assert (await fs.read_text(root / "a" / "b.txt", line=2)).text == "y\n"
+    assert [e.name for e in await fs.list_directory(root / "a")] == ["b.txt"]
+    assert await fs.find(root, "*.txt") == [root / "a" / "b.txt"]
+    (root / "out").symlink_to(tmp_path)
+    with pytest.raises(ToolError, match="symbolic link"):
+        await fs.write_text(root / "out" / "c.txt", "x")
+    with pytest.raises(ToolError, match="does not exist"):
+        await fs.read_text(root / "a" / "b.txt" / "c")
+
+
+@pytest.fixture
+def ignoring(root: Path) -> Path:
+    files = {
+        ".gitignore": "build/\n*.log\n!keep.log\n",
+        "build/out.py": "x = 'hit'\n",
+        "a.log": "hit\n",
+        "keep.log": "hit\n",
+        "src/app.py": "hit\n",
+        "src/.gitignore": "generated.py\n!/sub/kept.log\n",
+        "src/generated.py": "hit\n",
+        "src/sub/generated.py": "hit\n",
+        "src/sub/kept.log": "hit\n",
+        "src/sub/other.log": "hit\n",
+        "docs/build.txt": "hit\n",
+        ".git/HEAD": "hit\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+async def test_find_and_search_honour_nested_gitignore_files(ignoring: Path) -> None:
+    fs = LocalFileSystem()
+    expected = [".gitignore", "docs/build.txt", "keep.log", "src/.gitignore", "src/app.py", "src/sub/kept.log"]
+    found = await fs.find(ignoring, "*", gitignore_from=ignoring)
+    assert sorted(p.relative_to(ignoring).as_posix() for p in found) == expected
+    hits = await fs.search(ignoring, re.compile("hit"), glob=None, limit=100, gitignore_from=ignoring)
+    assert sorted(h.path.relative_to(ignoring).as_posix() for h in hits) == [e for e in expected if "git" not in e]
+
+
+async def test_the_gitignore_files_above_a_searched_directory_apply(ignoring: Path) -> None:
+    fs = LocalFileSystem()
+    found = await fs.find(ignoring / "src", "*.log", gitignore_from=ignoring)
+    assert found == [ignoring / "src" / "sub" / "kept.log"]  # *.log from the root, re-included below
+    assert await fs.find(ignoring / "src", "*.log") == [
+        ignoring / "src" / "sub" / "kept.log",
+        ignoring / "src" / "sub" / "other.log",
+    ]
+
+
+async def test_an_ignored_directory_named_as_the_path_is_searched(ignoring: Path) -> None:
+    fs = LocalFileSystem()
+    assert await fs.find(ignoring / "build", "*.py", gitignore_from=ignoring) == [ignoring / "build" / "out.py"]
+
+
+async def test_the_search_tools_pass_the_workspace_root_for_gitignore(ignoring: Path) -> None:
+    from awaken_stdio.tools.builtin import find_files, search
+
+    ctx = make_ctx(ignoring)
+    found = await find_files.execute(find_files.validate_args({"pattern": "*.log", "path": "src"}), ctx)
+    assert found.data["files"] == ["src/sub/kept.log"]
+    hits = await search.execute(search.validate_args({"pattern": "hit", "path": "src"}), ctx)
+    assert [m["path"] for m in hits.data["matches"]] == ["src/app.py", "src/sub/kept.log"]
+
+
+async def test_a_glob_expanding_to_too_many_alternatives_is_refused(root: Path) -> None:
+    from awaken_stdio.tools.builtin import search
+
+    with pytest.raises(ToolError, match="is not valid") as info:
+        await search.execute(search.validate_args({"pattern": "x", "glob": "{a,b}" * 12}), make_ctx(root))
+    assert info.value.kind == "invalid_arguments"
