@@ -2,7 +2,8 @@
 
 Version ``n`` is ``MIGRATIONS[n - 1]``. Adding tables (v2: the mailbox) is one more entry at the end, written once
 per dialect; never edit a released entry. The runner stamps ``awaken_meta`` (``application``, ``schema_version``),
-refuses a database it did not create and one written by a newer schema, and never downgrades. It runs inside the
+refuses a database it did not create and one written by a newer schema (``identify``, which only reads, so SQLite
+also runs it on a read-only connection before opening a file for writing), and never downgrades. It runs inside the
 backend's write transaction (SQLite ``BEGIN IMMEDIATE``, PostgreSQL under an advisory lock), so two processes
 opening a fresh database at once migrate it once.
 
@@ -18,7 +19,7 @@ from typing import Literal
 from awaken_stdio.contract.errors import SchemaTooNew, StoreUnavailable
 from awaken_stdio.stores._sql import Queries, Tx
 
-__all__ = ["APPLICATION", "MIGRATIONS", "Dialect", "Migration", "migrate"]
+__all__ = ["APPLICATION", "MIGRATIONS", "Dialect", "Migration", "identify", "migrate"]
 
 APPLICATION = "awaken-stdio"
 Dialect = Literal["sqlite", "postgres"]
@@ -222,9 +223,10 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
-async def migrate(tx: Tx, q: Queries, dialect: Dialect, location: str) -> int:
-    """Bring the database in ``tx`` to the newest known version, and return it.
+async def identify(tx: Tx, q: Queries, location: str) -> int | None:
+    """The schema version of the awaken-stdio database in ``tx``, or None when it has no tables (ours to stamp).
 
+    Only reads. ``StoreUnavailable`` for anyone else's database, ``SchemaTooNew`` for one of a newer awaken-stdio.
     Reads ``MIGRATIONS`` at call time (tests append a step to exercise an upgrade).
     """
     latest = len(MIGRATIONS)
@@ -235,9 +237,7 @@ async def migrate(tx: Tx, q: Queries, dialect: Dialect, location: str) -> int:
             raise StoreUnavailable(
                 f"{location} is not an awaken-stdio database (it has tables {shown} but no awaken_meta)"
             )
-        await tx.execute(q.create_meta)
-        await tx.execute(q.meta_set, "application", APPLICATION)
-        await tx.execute(q.meta_set, "schema_version", "0")
+        return None
     meta = {row[0]: row[1] for row in await tx.fetchall(q.meta_all)}
     if meta.get("application") != APPLICATION:
         raise StoreUnavailable(
@@ -249,8 +249,19 @@ async def migrate(tx: Tx, q: Queries, dialect: Dialect, location: str) -> int:
         raise StoreUnavailable(f"{location} has no valid schema version in awaken_meta") from exc
     if found > latest:
         raise SchemaTooNew(location, found, latest)
+    return found
+
+
+async def migrate(tx: Tx, q: Queries, dialect: Dialect, location: str) -> int:
+    """Bring the database in ``tx`` to the newest known version (after ``identify``), and return it."""
+    found = await identify(tx, q, location)
+    if found is None:
+        await tx.execute(q.create_meta)
+        await tx.execute(q.meta_set, "application", APPLICATION)
+        await tx.execute(q.meta_set, "schema_version", "0")
+        found = 0
     for step in MIGRATIONS[found:]:
         for statement in step.statements(dialect):
             await tx.execute(statement)
         await tx.execute(q.meta_set, "schema_version", str(step.version))
-    return latest
+    return len(MIGRATIONS)

@@ -12,14 +12,23 @@ Contention with other processes first waits in SQLite's busy handler (``busy_tim
 is retried with backoff (``retry.py``); only when both give up does a caller see ``StoreUnavailable``, never
 "database is locked".
 
-The file is created here with mode 0600 (SQLite gives its -wal/-shm files the same mode), and a file that is not an
-awaken-stdio database (a text file, someone else's SQLite database) is refused before anything is written to it.
+The file is created here with mode 0600 (SQLite gives its -wal/-shm files the same mode). An existing file is first
+identified on a read-only connection (``mode=ro``): one that is not an awaken-stdio database (a text file, someone
+else's SQLite database) is refused before anything is written to it, not even the switch to WAL, which a read-write
+connection would make at once. The same connection runs ``PRAGMA quick_check`` (a few milliseconds for thousands of
+messages); a damaged database is refused with the way out, SQLite's own recovery into a new file::
+
+    sqlite3 awaken.db ".recover" | sqlite3 fixed.db
+
+then, with no awaken-stdio process using the store, keep the damaged file aside and move ``fixed.db`` in its place.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import sqlite3
+import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -30,7 +39,7 @@ from awaken_stdio.contract.errors import StoreError, StoreUnavailable
 from awaken_stdio.stores._base import drive
 from awaken_stdio.stores._codec import dumps
 from awaken_stdio.stores._sql import THREAD_COLUMNS, Queries, SqlStore, Tx
-from awaken_stdio.stores.migrations import migrate
+from awaken_stdio.stores.migrations import identify, migrate
 from awaken_stdio.stores.retry import RetryPolicy, retrying
 
 __all__ = ["QUERIES", "SqliteStore"]
@@ -167,30 +176,59 @@ def _translate(exc: sqlite3.Error, path: str) -> StoreError:
         return StoreUnavailable(f"{path} stayed locked by another process after {RETRY.attempts} attempts")
     if code == sqlite3.SQLITE_NOTADB:
         return StoreUnavailable(f"{path} is not an awaken-stdio database (not an SQLite file)")
+    if code == sqlite3.SQLITE_CORRUPT:
+        return _damaged(path, str(exc))
     if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM):
         return StoreUnavailable(f"cannot write the database {path}: {exc}")
     return StoreError(f"SQLite error on {path}: {exc}")
 
 
+def _damaged(path: str, detail: str) -> StoreError:
+    quoted = shlex.quote(path)
+    return StoreError(
+        f"{path} is damaged ({detail}); recover what it holds into a new file with "
+        f'`sqlite3 {quoted} ".recover" | sqlite3 fixed.db`, then, with no awaken-stdio process using it, keep '
+        f"{quoted} aside and move fixed.db in its place"
+    )
+
+
 def _prepare_file(path: str) -> None:
-    """Create the directory and an empty 0600 database file, or check the existing file looks like SQLite."""
+    """Create the directory and an empty 0600 database file, or identify the existing file (``_identify``)."""
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
-            fd = os.open(path, os.O_RDWR)
+            fd = os.open(path, os.O_RDONLY)
             try:
                 header = os.read(fd, len(_HEADER))
             finally:
                 os.close(fd)
             if header and header != _HEADER:
                 raise StoreUnavailable(f"{path} is not an awaken-stdio database (not an SQLite file)") from None
+            if header:  # an empty file is one this process or another has just created
+                _identify(path)
         else:
             os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
             os.close(fd)
     except OSError as exc:
         raise StoreUnavailable(f"cannot open the database file {path}: {exc.strerror or exc}") from exc
+
+
+def _identify(path: str) -> None:
+    """Refuse, on a read-only connection, a database that is someone else's, newer, or damaged (``quick_check``)."""
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    try:
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            drive(identify(_SqliteTx(db), QUERIES, path))  # type: ignore[arg-type]
+            problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise _translate(exc, path) from exc
+    if problems != ["ok"]:
+        raise _damaged(path, "PRAGMA quick_check: " + "; ".join(problems[:3]))
 
 
 async def _connect(path: str, *pragmas: str) -> aiosqlite.Connection:
