@@ -7,7 +7,8 @@ API keys and ``api_key=``-style assignments. Redaction works on the final text, 
 tracebacks are covered whichever logger produced them.
 
 A record with an exception keeps a self-contained first line (``message [ExcType: exc message]``); the traceback
-follows, indented, only in the log file and at debug level, where someone is looking for it.
+follows, indented, only in the log file and at debug level, where someone is looking for it. A log file this creates
+is readable by its owner only (0600, as the database): prompts, file contents and commands end up in it.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ def setup_logging(
     handlers: list[logging.Handler] = [console]
     if log_file:
         console.setLevel(max(threshold, logging.WARNING))
+        os.close(os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))  # created 0600; kept if there
         file = logging.FileHandler(log_file, encoding="utf-8")
         file.setFormatter(LineFormatter(redact, tracebacks=True))
         handlers.append(file)

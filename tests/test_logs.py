@@ -152,3 +152,25 @@ def test_levels_parse_by_name_or_number_and_reject_the_rest() -> None:
     assert parse_level(logging.ERROR) == logging.ERROR
     with pytest.raises(UsageError, match="unknown log level 'loud'"):
         parse_level("loud")
+
+
+def test_a_new_log_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "agent.log"
+    old_umask = os.umask(0o022)
+    try:
+        configure(log_file=str(path))
+    finally:
+        os.umask(old_umask)
+    logging.getLogger("t").warning("hello")
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert "hello" in path.read_text()
+
+
+def test_an_existing_log_file_keeps_its_mode_and_lines(tmp_path: Path) -> None:
+    path = tmp_path / "agent.log"
+    path.write_text("earlier\n")
+    path.chmod(0o640)
+    configure(log_file=str(path))
+    logging.getLogger("t").warning("later")
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert path.read_text().startswith("earlier\n") and "later" in path.read_text()
