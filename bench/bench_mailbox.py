@@ -66,7 +66,7 @@ class Ask(Plugin):
 
 def runtime_on(store: Store) -> AgentRuntime:
     runtime = AgentRuntime(tools=[Guarded()], plugins=[Ask()], store=store)
-    runtime.add_agent(AgentSpec("default", model="m")).add_model("m", ScriptedModel(SCRIPT))
+    runtime.add_agent(AgentSpec("default", model="m", plugins=["bench_ask"])).add_model("m", ScriptedModel(SCRIPT))
     return runtime
 
 
@@ -143,6 +143,7 @@ async def recovery(url: str, run_ids: list[str]) -> tuple[float, float, int]:
 async def run() -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         rate = await cycles_per_second(f"sqlite://{Path(tmp)}/cycles.db", 1)
+        memory = await cycles_per_second("memory://", 1)  # the baseline: the same cycle with no disk at all
         concurrent = await cycles_per_second(f"sqlite://{Path(tmp)}/concurrent.db", CONCURRENCY)
         url = f"sqlite://{Path(tmp)}/recovery.db"
         prepare = time.perf_counter()
@@ -150,7 +151,14 @@ async def run() -> list[dict[str, Any]]:
         prepared = time.perf_counter() - prepare
         listed, resumed, count = await recovery(url, run_ids)
     return [
-        row("suspend -> decide -> resume, one at a time", rate, "cycles/s", note=f"{CYCLES} cycles; aim >= 500/s"),
+        row(
+            "suspend -> decide -> resume, one at a time",
+            rate,
+            "cycles/s",
+            baseline=round(memory, 1),
+            ratio=round(rate / memory, 2),
+            note=f"{CYCLES} cycles; baseline: in memory; aim >= 500/s",
+        ),
         row(f"suspend -> decide -> resume, {CONCURRENCY} at once", concurrent, "cycles/s", note="aim >= 500/s"),
         row(f"restart: list {count:,} waiting runs", listed, "s", note="from opening the store; aim <= 1 s"),
         row("restart: approve one, run finished", resumed, "s", note="from opening the store; aim <= 5 s"),
