@@ -1,8 +1,8 @@
 """An agent-like process for the process guard tests: ``python -m tests.tools.guard_child MODE ARG``.
 
 ``command CMD`` runs ``CMD`` through ``LocalProcessRunner``, printing its output as it comes and ``DONE`` when it
-returns; ``mcp SCRIPT [ARG...]`` connects to the stdio MCP server ``SCRIPT`` and prints ``READY``. Both then wait for the end
-of stdin and exit normally, or die however the test ends them.
+returns; ``mcp SCRIPT [ARG...]`` connects to the stdio MCP server ``SCRIPT`` and prints ``READY``. Both then wait
+for the end of stdin and exit normally, or die however the test ends them.
 """
 
 from __future__ import annotations
