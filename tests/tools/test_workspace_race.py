@@ -20,9 +20,9 @@ import anyio
 import pytest
 
 from awaken_stdio.contract.errors import ToolError
-from awaken_stdio.contract.state import Snapshot
-from awaken_stdio.contract.tools import Tool, ToolCallContext
+from awaken_stdio.contract.tools import Tool
 from awaken_stdio.tools.builtin import edit_file, find_files, list_directory, read_file, search, write_file
+from tests.tools.test_builtin_tools import make_ctx
 
 pytestmark = pytest.mark.anyio
 
@@ -97,19 +97,6 @@ def setup(root: Path, tmp_path: Path) -> tuple[Path, Path]:
     return root, outside
 
 
-def ctx(tool: Tool, root: Path, services: dict[str, Any]) -> ToolCallContext:
-    return ToolCallContext(
-        call_id="c",
-        tool_name=tool.name,
-        thread_id="t",
-        run_id="r",
-        agent_id="a",
-        snapshot=Snapshot(0),
-        cwd=str(root),
-        services=services,
-    )
-
-
 async def hammer(root: Path, seconds: float, services: dict[str, Any]) -> tuple[list[str], int]:
     """Every file tool on paths under ``d/``, over and over for ``seconds``: what they returned, and how many of
     the calls succeeded."""
@@ -132,7 +119,7 @@ async def hammer(root: Path, seconds: float, services: dict[str, Any]) -> tuple[
     while anyio.current_time() < deadline:
         for tool, args in calls:
             try:
-                result = await tool.execute(tool.validate_args(args), ctx(tool, root, services))
+                result = await tool.execute(tool.validate_args(args), make_ctx(tool, root, **services))
             except ToolError as exc:
                 seen.append(str(exc))
             else:
