@@ -28,11 +28,11 @@ import anyio
 
 from awaken_stdio.config import LoadedConfig, validate_config
 from awaken_stdio.config_file import read_config_file, store_url
+from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolResult
 
 if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
     from awaken_stdio.contract.stores import Store
     from awaken_stdio.contract.suspension import ToolCallResume
-    from awaken_stdio.contract.tools import Tool
     from awaken_stdio.mailbox.service import MailboxConfig, MailboxService
     from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
@@ -82,6 +82,7 @@ class App:
         sink: EventSink | None = None,
         context: RunActivation | None = None,
         origin: str = "internal",
+        on_waiting: Callable[[], Awaitable[None]] | None = None,
     ) -> AgentRunResult | None:
         """Deliver decisions for a waiting run, from any surface (``origin``: acp, mcp, cli), exactly once.
 
@@ -91,15 +92,20 @@ class App:
         ``InvalidResume``; runs another decision moved on first raise ``DecisionSuperseded`` naming it; a target
         that is not one of the run's pending calls raises ``DecisionTargetNotFound``.
         """
-        return await self.mailbox.decide(run_id, decisions, sink, context, origin)
+        return await self.mailbox.decide(run_id, decisions, sink, context, origin, on_waiting)
 
     async def run(
-        self, activation: RunActivation, sink: EventSink | None = None, give_up: Callable[[], bool] | None = None
+        self,
+        activation: RunActivation,
+        sink: EventSink | None = None,
+        give_up: Callable[[], bool] | None = None,
+        on_waiting: Callable[[], Awaitable[None]] | None = None,
     ) -> AgentRunResult:
         """Run through the mailbox, holding the thread's claim: with ``wait_for_decisions`` a run that suspends
-        keeps it and continues live when a decision arrives from any surface of any process. With ``give_up``, a
-        thread busy with another run is waited for until ``give_up()``."""
-        return await self.mailbox.submit(activation, sink, give_up)
+        keeps it and continues live when a decision arrives from any surface of any process (``on_waiting`` is
+        awaited each time it starts waiting: the moment to ask a person). With ``give_up``, a thread busy with
+        another run is waited for until ``give_up()``."""
+        return await self.mailbox.submit(activation, sink, give_up, on_waiting)
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a run: running or waiting here, waiting in another process, or waiting in the store."""
@@ -151,22 +157,23 @@ class App:
 _MCP_START_S = 30.0  # each session MCP server started for a resume away from its editor
 
 
-def _unavailable(failed: list[McpServerStatus], wanted: tuple[str, ...], have: set[str], session: str) -> list[Tool]:
-    """Stand-ins for the wanted tools the session's servers did not bring: their calls fail saying which servers
-    could not start, and why (rather than "tool not found")."""
-    from awaken_stdio.contract.tools import Tool, ToolDescriptor, ToolResult
+class _Unavailable(Tool):
+    """A session MCP tool whose server could not start away from its editor: its call fails saying why, rather than
+    "tool not found"."""
 
+    def __init__(self, name: str, why: str) -> None:
+        self.descriptor = ToolDescriptor(name, why)
+        self.why = why
+
+    async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
+        return ToolResult.error(self.name, f"Tool {self.name!r} is not available: {self.why}")
+
+
+def _unavailable(failed: list[McpServerStatus], wanted: tuple[str, ...], have: set[str], session: str) -> list[Tool]:
+    """Stand-ins for the wanted tools the session's servers did not bring, naming the servers and their errors."""
     servers = "; ".join(f"{s.name!r}: {s.error or s.state}" for s in failed)
     why = f"MCP servers of session {session} could not start away from its editor ({servers})"
-
-    class Unavailable(Tool):
-        def __init__(self, name: str) -> None:
-            self.descriptor = ToolDescriptor(name, why)
-
-        async def execute(self, args: dict[str, Any], ctx: Any) -> ToolResult:
-            return ToolResult.error(self.name, f"Tool {self.name!r} is not available: {why}")
-
-    return [Unavailable(name) for name in wanted if name not in have]
+    return [_Unavailable(name, why) for name in wanted if name not in have]
 
 
 @asynccontextmanager

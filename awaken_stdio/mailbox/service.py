@@ -78,6 +78,7 @@ CONTROL_PRIORITY = 64  # decisions and cancellations go before runs queued at th
 CANCELLED_TEXT = "[tool call cancelled with the run]"
 # What a resumed run needs from where it resumes (``cwd``, ``services``, ``tools``), for a run of a session (or none)
 # recorded with a working directory; opened for the run's duration (it may start the session's MCP servers).
+OnWaiting = Callable[[], Awaitable[None]]
 # ``wanted``: the tools the run is about to call (a decision's pending calls), so a missing one can say why.
 ContextFactory = Callable[[str | None, str | None, tuple[str, ...]], AbstractAsyncContextManager[dict[str, Any]]]
 
@@ -240,14 +241,19 @@ class MailboxService:
     # -- what the app calls -------------------------------------------------------------------------------------
 
     async def submit(
-        self, activation: RunActivation, sink: EventSink | None = None, give_up: Callable[[], bool] | None = None
+        self,
+        activation: RunActivation,
+        sink: EventSink | None = None,
+        give_up: Callable[[], bool] | None = None,
+        on_waiting: OnWaiting | None = None,
     ) -> AgentRunResult:
         """Run ``activation`` here, holding its thread's claim; with ``wait_for_decisions`` a run that suspends
         keeps the claim and continues when a decision arrives from any process.
 
         With ``give_up``, a thread busy with another run (one resumed after a restart, or by a decision from another
         surface) is waited for, like a second prompt waits for the first, until ``give_up()`` says to stop; then,
-        or without ``give_up``, ``ThreadAlreadyRunning``.
+        or without ``give_up``, ``ThreadAlreadyRunning``. ``on_waiting`` is awaited each time the run waits here for
+        a decision (only then may a client ask its person: a decision then reaches the run from any surface).
         """
         thread_id = activation.thread_id or new_id()
         run_id = activation.continue_run_id or activation.run_id or new_id()
@@ -279,7 +285,7 @@ class MailboxService:
             if give_up is None or give_up():
                 raise ThreadAlreadyRunning(thread_id)
             await anyio.sleep(self.config.poll_every_s / 4)
-        result = await self._work(row, sink, activation)
+        result = await self._work(row, sink, activation, on_waiting=on_waiting)
         assert result is not None
         return result
 
@@ -290,6 +296,7 @@ class MailboxService:
         sink: EventSink | None = None,
         context: RunActivation | None = None,
         origin: str = "internal",
+        on_waiting: OnWaiting | None = None,
     ) -> AgentRunResult | None:
         """Record decisions for a waiting run, then resume it exactly once: here when nobody holds its thread, or
         its holder's lease ran out (the result is returned), else in the live process that holds it (``None``,
@@ -303,7 +310,7 @@ class MailboxService:
         for target, _ in decisions:
             if target not in targets:
                 raise DecisionTargetNotFound(target)
-        return await self._control("decide", record, decisions, sink, context, origin)
+        return await self._control("decide", record, decisions, sink, context, origin, on_waiting)
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a run wherever it is: live here, held by another process, or waiting in the store."""
@@ -347,10 +354,6 @@ class MailboxService:
             await self._take_over_locked(held, row.dispatch_id)
         return True
 
-    def holder(self, thread_id: str) -> str | None:
-        """This process's consumer id when it holds the thread, else None (for messages saying who acts)."""
-        return self.consumer if thread_id in self._held else None
-
     # -- dispatching --------------------------------------------------------------------------------------------
 
     def _new(self, thread_id: str, run_id: str, request: DispatchRequest, priority: int) -> RunDispatch:
@@ -388,6 +391,7 @@ class MailboxService:
         sink: EventSink | None,
         context: RunActivation | None = None,
         origin: str = "internal",
+        on_waiting: OnWaiting | None = None,
     ) -> AgentRunResult | None:
         d = self._new(record.thread_id, record.run_id, self._request(kind, record, decisions, origin), CONTROL_PRIORITY)
         held = self._held.get(record.thread_id)
@@ -411,7 +415,7 @@ class MailboxService:
             await self.mailbox.ack(row.dispatch_id, row.claim_token or "", now_ms())
             return None
         try:
-            return await self._work(row, sink, context)
+            return await self._work(row, sink, context, on_waiting=on_waiting)
         except InvalidResume as exc:
             if kind != "decide" or isinstance(exc, DecisionSuperseded):
                 raise
@@ -504,7 +508,12 @@ class MailboxService:
             log.exception("mailbox: dispatch %s failed", held.dispatch.dispatch_id)
 
     async def _work(
-        self, d: RunDispatch, sink: EventSink | None, activation: RunActivation | None, held: _Held | None = None
+        self,
+        d: RunDispatch,
+        sink: EventSink | None,
+        activation: RunActivation | None,
+        held: _Held | None = None,
+        on_waiting: OnWaiting | None = None,
     ) -> AgentRunResult | None:
         """Execute ``d`` holding its thread; with a waiting activation, keep the thread and continue the run with
         each decision taken over, in the same context, until it no longer waits. Acks what it holds at the end.
@@ -519,8 +528,10 @@ class MailboxService:
             while wait and result is not None and result.status == "waiting" and not held.lost:
                 await self._record(held, result, ack=False)  # the row shows the run waiting until taken over
                 held.waiting = True  # only now may the poller move the claim: the write above uses the old one
-                if held.early:
+                if held.early:  # decided before it waited: no need to ask anyone
                     await self._take_over(held, held.early.pop(0))
+                elif on_waiting is not None:
+                    await on_waiting()
                 try:
                     await held.receive.receive()
                 except (anyio.EndOfStream, anyio.ClosedResourceError):

@@ -443,6 +443,24 @@ class AcpServer:
         return {"stopReason": reason}
 
     async def _turn(self, app: App, session: Session, turn: Turn, blocks: list[Any]) -> str:
+        failure: Exception | None = None
+        reason = "end_turn"
+        async with anyio.create_task_group() as tasks:  # the questions asked while a run of this turn waits
+            turn.tasks = tasks
+            try:
+                reason = await self._turn_steps(app, session, turn, blocks)
+            except Exception as exc:
+                failure = exc
+            finally:
+                if turn.ask is not None:  # the turn is over: no question about its runs stays open
+                    turn.ask.withdraw("The run ended before this was answered.", failed=True)
+        if failure is not None:
+            if turn.cancelled:
+                return "cancelled"
+            raise _turn_error(failure) from failure
+        return reason
+
+    async def _turn_steps(self, app: App, session: Session, turn: Turn, blocks: list[Any]) -> str:
         with turn.scope:
             await self._offer_pending(app, session, turn)
         if turn.cancelled:
@@ -455,23 +473,12 @@ class AcpServer:
 
         turn.run_id = new_id()
         activation = self._context(session, [Message.user(blocks)], run_id=turn.run_id)
-        failure: Exception | None = None
-        async with anyio.create_task_group() as tasks:  # the questions asked while the run waits
-            turn.tasks = tasks
-            try:
-                # through the mailbox: the run holds its thread's claim, so a decision from any surface of any
-                # process (the CLI, an MCP client) resumes it here, exactly once; a run of this thread resumed
-                # elsewhere (after a restart, by such a decision) is waited for, as a second prompt waits
-                result = await app.run(activation, self._sink(app, session, turn), give_up=lambda: turn.cancelled)
-            except Exception as exc:
-                failure = exc
-            finally:
-                if turn.ask is not None:  # the run is over: no question about it stays open
-                    turn.ask.withdraw("The run ended before this was answered.", failed=True)
-        if failure is not None:
-            if turn.cancelled:
-                return "cancelled"
-            raise _turn_error(failure) from failure
+        # through the mailbox: the run holds its thread's claim, so a decision from any surface of any process (the
+        # CLI, an MCP client) resumes it here, exactly once; a run of this thread resumed elsewhere (after a restart,
+        # by such a decision) is waited for, as a second prompt waits for the first
+        result = await app.run(
+            activation, self._sink(app, session, turn), lambda: turn.cancelled, self._asker(app, session, turn)
+        )
         if result.termination.type == "error" and not turn.cancelled:  # a fatal tool error ended the run
             reason = result.status_reason or "the run failed"
             data = {"type": "RunFailed", "message": reason, "runId": result.run_id}
@@ -480,16 +487,13 @@ class AcpServer:
         return "cancelled" if turn.cancelled else stop_reason(result.termination)
 
     def _sink(self, app: App, session: Session, turn: Turn) -> Callable[[AgentEvent], Awaitable[None]]:
-        """Events to updates; suspended calls are asked about once the run has committed its waiting state.
-
-        The question is asked beside the run (``turn.tasks``), so the run waits in the mailbox meanwhile and a
-        decision from another surface reaches it at once; the run's next event then withdraws the question.
-        """
+        """Events to updates. A run that suspends leaves its calls in ``turn.to_ask``: they are asked about once the
+        mailbox holds the run waiting (``_asker``), so a decision from another surface reaches it meanwhile; the
+        run's next event withdraws an open question (someone else decided)."""
         runtime = app.runtime
         model = runtime.models.get(runtime.agents[session.agent_id].model)
         window = model[0].capabilities(model[1]).context_window if model else 0
-        lookup = self._lookup(app)
-        encoder = TurnEncoder(lookup, window, show_thoughts=session.show_thoughts)
+        encoder = TurnEncoder(self._lookup(app), window, show_thoughts=session.show_thoughts)
         suspended: list[str] = []
         unknown: dict[str, str] = {}  # calls asked again after a crash: their note
         notify = self.peer.notify  # not self.update: this runs per event, one coroutine frame fewer per update
@@ -507,11 +511,22 @@ class AcpServer:
             elif type(event) is RunFinish and event.termination.type == "suspended" and suspended:
                 asked, suspended[:] = list(suspended), []
                 calls = [(c, *(encoder.call(c) or ("", None)), unknown.pop(c, None)) for c in asked]
-                turn.ask = ask = Ask(event.run_id, asked)
-                assert turn.tasks is not None
-                turn.tasks.start_soon(self._ask_live, app, session, turn, ask, calls, lookup)
+                turn.to_ask = (event.run_id, calls)
 
         return sink
+
+    def _asker(self, app: App, session: Session, turn: Turn) -> Callable[[], Awaitable[None]]:
+        """What the mailbox calls when a run of this turn waits for a decision: ask about its calls, beside it."""
+
+        async def ask_now() -> None:
+            if turn.to_ask is None:
+                return
+            (run_id, calls), turn.to_ask = turn.to_ask, None
+            turn.ask = ask = Ask(run_id, [c[0] for c in calls])
+            assert turn.tasks is not None
+            turn.tasks.start_soon(self._ask_live, app, session, turn, ask, calls, self._lookup(app))
+
+        return ask_now
 
     async def _ask_live(
         self, app: App, session: Session, turn: Turn, ask: Ask, calls: list[_Call], lookup: DescriptorLookup
@@ -608,8 +623,8 @@ class AcpServer:
                 turn.cancelled = True
                 return
             try:
-                await app.decide(run.run_id, decisions, self._sink(app, session, turn), self._context(session, []),
-                                 origin="acp")  # fmt: skip
+                sink, context = self._sink(app, session, turn), self._context(session, [])
+                await app.decide(run.run_id, decisions, sink, context, "acp", self._asker(app, session, turn))
             except InvalidResume as exc:  # decided elsewhere between the answer and now: that decision stands
                 await self._tell_calls(session, ask.call_ids, str(exc))
             except Exception as exc:
@@ -650,10 +665,8 @@ class AcpServer:
             agent_id=session.agent_id,
             session_id=session.id,
             origin="acp",
-            cwd=session.record.cwd,
-            services=self._services(session),
-            tools=list(session.mcp_tools),
             wait_for_decisions=True,
+            **self._host_context(session),
             **fields,
         )
 

@@ -74,6 +74,7 @@ class Turn:
     run_id: str | None = None  # the run this prompt started (through the mailbox), for cancelling it anywhere
     tasks: anyio.abc.TaskGroup | None = None
     ask: Ask | None = None
+    to_ask: tuple[str, list[Any]] | None = None  # a suspended run's calls, asked once the mailbox holds it waiting
 
 
 @dataclass(slots=True, eq=False)

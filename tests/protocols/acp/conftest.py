@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -310,6 +311,23 @@ class Agent:
         self.wire = wire
         self.workspace = workspace
         self.init: Any = None
+
+    async def killed_while_asked(self, session_id: str, text: str) -> None:
+        """Prompt ``text``, keep the permission question open, and kill -9 the agent then: its run is left waiting."""
+        from acp import text_block
+
+        self.client.hold_permission = anyio.Event()  # never answered: the process dies first
+
+        async def doomed() -> None:
+            with pytest.raises(ConnectionError):
+                await self.conn.prompt(session_id=session_id, prompt=[text_block(text)])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(doomed)
+            with anyio.fail_after(15):
+                await self.client.permission_asked.wait()
+            os.kill(self.process.pid, signal.SIGKILL)
+            await self.process.wait()
 
     async def new_session(self, **kw: Any) -> str:
         with anyio.fail_after(20):

@@ -71,6 +71,27 @@ ROWS = ["fs_read", "fs_write", "terminal", "extra_dir", "mcp"]
 COLUMNS = ["allowed", "live", "after_kill_and_load", "cli_while_acp_lives", "cli_without_acp"]
 
 
+def approve(harness: Harness, run_id: str) -> subprocess.CompletedProcess[str]:
+    """A real ``awaken-stdio runs approve`` process on the harness's config and store."""
+    assert harness.config is not None
+    command = [sys.executable, "-m", "awaken_stdio", "runs", "approve", run_id]
+    command += ["--config", str(harness.config), "--store", harness.store]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=False)
+
+
+async def stored_result(harness: Harness, session_id: str) -> str:
+    """The text of the session's last tool result, as stored."""
+    async with open_store(harness.store) as store:
+        session = await store.load_session(session_id)
+        assert session is not None
+        loaded = await store.load_thread(session.thread_id)
+    assert loaded is not None
+    tool_messages = [m for m in loaded.messages if m.role == "tool" and not m.internal]
+    assert tool_messages, "the call never produced a result"
+    return text_of(tool_messages[-1].content)
+
+
 class Cell:
     def __init__(self, harness: Harness, tmp_path: Path, row: str, column: str) -> None:
         self.harness, self.column = harness, column
@@ -101,24 +122,6 @@ class Cell:
         with anyio.fail_after(30):
             response = await agent.conn.new_session(cwd=str(agent.workspace), **args)
         return response.session_id
-
-    def approve(self, run_id: str) -> subprocess.CompletedProcess[str]:
-        assert self.harness.config is not None
-        command = [sys.executable, "-m", "awaken_stdio", "runs", "approve", run_id]
-        command += ["--config", str(self.harness.config), "--store", self.harness.store]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=False)
-
-    async def result(self, session_id: str) -> str:
-        """The text of the call's tool result, as stored."""
-        async with open_store(self.harness.store) as store:
-            session = await store.load_session(session_id)
-            assert session is not None
-            loaded = await store.load_thread(session.thread_id)
-        assert loaded is not None
-        tool_messages = [m for m in loaded.messages if m.role == "tool" and not m.internal]
-        assert tool_messages, "the call never produced a result"
-        return text_of(tool_messages[-1].content)
 
     def check(self, text: str, agent: Agent | None) -> None:
         """The effect of the call: through the editor when one served it (``agent``), else local."""
@@ -163,7 +166,7 @@ async def test_an_approved_call_behaves_like_an_allowed_one(harness: Harness, tm
             sid = await cell.new_session(agent)
             assert await agent.prompt(sid, "go", timeout=30) == "end_turn"
             assert len(agent.client.permissions) == (0 if column == "allowed" else 1)
-            cell.check(await cell.result(sid), agent)
+            cell.check(await stored_result(harness, sid), agent)
         return
 
     async with cell.spawn() as agent:
@@ -185,7 +188,7 @@ async def test_an_approved_call_behaves_like_an_allowed_one(harness: Harness, tm
             run_id = await waiting_run(harness.store, sid)
             if column == "cli_while_acp_lives":
                 started = anyio.current_time()
-                done = await anyio.to_thread.run_sync(cell.approve, run_id)
+                done = await anyio.to_thread.run_sync(approve, harness, run_id)
                 assert done.returncode == 0, done.stderr
                 assert "continues it" in done.stderr, done.stderr
                 with anyio.fail_after(10):
@@ -195,16 +198,16 @@ async def test_an_approved_call_behaves_like_an_allowed_one(harness: Harness, tm
                 assert anyio.current_time() - started < 5  # at once, not after a lease or a poll of 30 s
                 withdrawn = [m for d, m in agent.wire.messages if m.get("method") == "$/cancel_request"]
                 assert len(withdrawn) == 1  # the open question was withdrawn in the editor
-                cell.check(await cell.result(sid), agent)
+                cell.check(await stored_result(harness, sid), agent)
                 return
             os.kill(agent.process.pid, signal.SIGKILL)
             await agent.process.wait()
 
     if column == "cli_without_acp":
-        done = await anyio.to_thread.run_sync(cell.approve, run_id)
+        done = await anyio.to_thread.run_sync(approve, harness, run_id)
         assert done.returncode == 0, done.stderr
         assert "is completed" in done.stdout, (done.stdout, done.stderr)
-        cell.check(await cell.result(sid), None)
+        cell.check(await stored_result(harness, sid), None)
         return
 
     async with cell.spawn() as agent:  # after kill -9: the editor reopens the session and asks again
@@ -215,7 +218,7 @@ async def test_an_approved_call_behaves_like_an_allowed_one(harness: Harness, tm
             await agent.conn.load_session(cwd=str(agent.workspace), session_id=sid, **args)
         assert await agent.prompt(sid, "continue", timeout=30) == "end_turn"
         assert len(agent.client.permissions) == 1
-        cell.check(await cell.result(sid), agent)
+        cell.check(await stored_result(harness, sid), agent)
 
 
 RESTARTS = 20
@@ -234,24 +237,50 @@ async def test_prompts_and_answers_right_after_restarts_never_hit_a_busy_thread(
     sid = ""
     for round_ in range(RESTARTS):
         async with harness.spawn() as agent:
-            agent.client.hold_permission = anyio.Event()  # the dialog stays open until the process dies
             if not sid:
                 sid = await agent.new_session()
             else:
                 await agent.conn.load_session(cwd=str(agent.workspace), session_id=sid, mcp_servers=[])
-
-            async def doomed(sid: str = sid) -> None:
-                with pytest.raises(ConnectionError):
-                    await agent.conn.prompt(session_id=sid, prompt=[text_block("append")])
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(doomed)
-                with anyio.fail_after(15):
-                    await agent.client.permission_asked.wait()
-                os.kill(agent.process.pid, signal.SIGKILL)
-                await agent.process.wait()
+            await agent.killed_while_asked(sid, "append")
         async with harness.spawn() as agent:  # at once: load, prompt, and the re-offered question answered at once
             await agent.conn.load_session(cwd=str(agent.workspace), session_id=sid, mcp_servers=[])
             assert await agent.prompt(sid, "go on", timeout=30) == "end_turn", f"round {round_}"
             assert len(agent.client.permissions) == 1
         assert count.read_text().splitlines() == ["x"] * (round_ + 1), f"round {round_}"
+
+
+async def test_a_session_mcp_server_that_cannot_start_away_from_the_editor_is_named(harness: Harness, tmp_path: Path):
+    """`runs approve` with no editor starts the session's MCP servers from their recorded specs; one that cannot start
+    fails the call saying which server and why, not "tool not found", and the run still finishes."""
+    server = tmp_path / "mini_server.py"
+    server.write_text(MCP_SERVER.read_text())
+    call = {"name": "mini__echo", "arguments": {"text": "hey"}}
+    harness.configure([{"tool_calls": [call]}, {"text": "Done."}], agent='[agents.coder.permission]\ndefault = "ask"')
+    async with harness.spawn() as agent:
+        mini = McpServerStdio(name="mini", command=sys.executable, args=[str(server)], env=[])
+        with anyio.fail_after(30):
+            sid = (await agent.conn.new_session(cwd=str(agent.workspace), mcp_servers=[mini])).session_id
+        await agent.killed_while_asked(sid, "echo")
+    run_id = await waiting_run(harness.store, sid)
+    server.unlink()  # the server's program is gone by the time someone approves from the command line
+    done = await anyio.to_thread.run_sync(approve, harness, run_id)
+    assert done.returncode == 0 and "is completed" in done.stdout, done.stderr
+    text = await stored_result(harness, sid)
+    assert "is not available" in text and "'mini'" in text and "could not start" in text, text
+
+
+async def test_a_re_offered_run_that_asks_again_is_asked_in_the_same_turn(harness: Harness) -> None:
+    """After kill -9 and a restart, the re-offered call is approved; the resumed run then asks about a second call,
+    which this same turn asks the editor too (not a run left waiting with nobody asking)."""
+    first = {"name": "write_file", "arguments": {"path": "one.txt", "content": "1"}}
+    second = {"name": "write_file", "arguments": {"path": "two.txt", "content": "2"}}
+    turns = [{"tool_calls": [first]}, {"tool_calls": [second]}, {"text": "Both written."}, {"text": "Hello."}]
+    harness.configure(turns, agent='[agents.coder.permission]\ndefault = "ask"')
+    async with harness.spawn() as agent:
+        sid = await agent.new_session()
+        await agent.killed_while_asked(sid, "write both")
+    async with harness.spawn() as agent:
+        await agent.conn.load_session(cwd=str(agent.workspace), session_id=sid, mcp_servers=[])
+        assert await agent.prompt(sid, "go on", timeout=30) == "end_turn"
+        assert len(agent.client.permissions) == 2
+        assert (agent.workspace / "one.txt").read_text() == "1" and (agent.workspace / "two.txt").read_text() == "2"

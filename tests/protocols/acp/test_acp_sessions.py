@@ -3,12 +3,9 @@ MCP servers, and approvals that survive a kill -9."""
 
 from __future__ import annotations
 
-import os
-import signal
-
 import anyio
 import pytest
-from acp import RequestError, text_block
+from acp import RequestError
 
 from .conftest import clean_env
 
@@ -195,20 +192,9 @@ async def test_mcp_servers_failing_is_reported_not_fatal_and_sse_is_refused(harn
 async def test_a_pending_approval_survives_kill_9_and_is_offered_again_before_the_next_prompt(harness):
     harness.configure([{"tool_calls": [WRITE]}, {"text": "Written."}, {"text": "And now your new question."}])
     async with harness.spawn() as agent:
-        agent.client.hold_permission = anyio.Event()  # never answered: the process dies first
         sid = await agent.new_session()
-
-        async def doomed_prompt() -> None:
-            with pytest.raises(ConnectionError):
-                await agent.conn.prompt(session_id=sid, prompt=[text_block("write hello")])
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(doomed_prompt)
-            with anyio.fail_after(10):
-                await agent.client.permission_asked.wait()
-            [first] = agent.client.permissions
-            os.kill(agent.process.pid, signal.SIGKILL)
-            await agent.process.wait()
+        await agent.killed_while_asked(sid, "write hello")
+        [first] = agent.client.permissions
     assert not (harness.workspace / "hello.py").exists()
     async with harness.spawn() as agent:
         await agent.conn.load_session(cwd=str(agent.workspace), session_id=sid, mcp_servers=[])
