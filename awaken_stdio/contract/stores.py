@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
+from awaken_stdio.contract.identity import RunIdentity
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import RunOutcome, RunStatus, TerminationReason
@@ -165,6 +166,19 @@ class RunRecord:
     error: str | None = None
     created_at: int = field(default_factory=now_ms)
     updated_at: int = field(default_factory=now_ms)
+
+    def identity(self) -> RunIdentity:
+        """The run's ids and lineage, as hooks and tools read them (a frozen view: they cannot change the record)."""
+        return RunIdentity(
+            self.run_id,
+            self.thread_id,
+            self.agent_id,
+            self.origin,
+            self.parent_run_id,
+            self.parent_thread_id,
+            self.parent_tool_call_id,
+            self.session_id,
+        )
 
     @property
     def display_status(self) -> DisplayStatus:

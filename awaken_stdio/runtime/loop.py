@@ -41,7 +41,6 @@ from awaken_stdio.contract.events import (
     ToolCallResumed,
     ToolCallStart,
 )
-from awaken_stdio.contract.identity import RunIdentity
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.inference import (
     InferenceRequest,
@@ -162,7 +161,7 @@ class AgentLoop:
         self.state = StateStore()
         self.engine = PhaseEngine(self.state)
         self.profile: ProfileAccess | None = None
-        self.identity = _identity(record)
+        self.identity = record.identity()
         self._install(agent)
         if thread_state is not None:
             self.state.restore_thread_scoped(thread_state, "skip")
@@ -937,7 +936,7 @@ class AgentLoop:
             plugin.on_activate(new_agent.spec, batch)
         self.agent = new_agent
         self.record.agent_id = new_agent.id
-        self.identity = _identity(self.record)
+        self.identity = self.record.identity()
         self.engine.hooks = new_agent.hooks
         await self.commit(StateCommand(batch))
 
@@ -1068,19 +1067,6 @@ class AgentLoop:
             pending,
             termination.done_reason,
         )
-
-
-def _identity(record: RunRecord) -> RunIdentity:
-    return RunIdentity(
-        record.run_id,
-        record.thread_id,
-        record.agent_id,
-        record.origin,
-        record.parent_run_id,
-        record.parent_thread_id,
-        record.parent_tool_call_id,
-        record.session_id,
-    )
 
 
 def _valid_call(call: ToolCall) -> ToolCall:
