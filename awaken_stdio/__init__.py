@@ -32,8 +32,8 @@ _EXPORTS: dict[str, str] = {
     "AgentSpec": "awaken_stdio.contract.agent",
     "AwakenError": "awaken_stdio.contract.errors",
     "Block": "awaken_stdio.runtime.plugins",
-    "build_runtime": "awaken_stdio.config",
-    "Config": "awaken_stdio.config",
+    "build_runtime": "awaken_stdio.app.config",
+    "Config": "awaken_stdio.app.config",
     "ConfigError": "awaken_stdio.contract.errors",
     "DecisionTargetNotFound": "awaken_stdio.contract.errors",
     "FunctionModel": "awaken_stdio.providers.scripted",
@@ -42,14 +42,14 @@ _EXPORTS: dict[str, str] = {
     "InMemorySink": "awaken_stdio.runtime.observability",
     "InvalidResume": "awaken_stdio.contract.errors",
     "LlmExecutor": "awaken_stdio.contract.inference",
-    "load_config": "awaken_stdio.config",
+    "load_config": "awaken_stdio.app.config",
     "Message": "awaken_stdio.contract.messages",
     "MetricsSink": "awaken_stdio.runtime.observability",
     "ModelPricing": "awaken_stdio.contract.inference",
     "ModelSpec": "awaken_stdio.contract.agent",
     "MutationBatch": "awaken_stdio.contract.state",
     "ObservabilityPlugin": "awaken_stdio.runtime.observability",
-    "open_runtime": "awaken_stdio.config",
+    "open_runtime": "awaken_stdio.app.config",
     "open_store": "awaken_stdio.stores",
     "PermissionPlugin": "awaken_stdio.runtime.permission",
     "PersistedState": "awaken_stdio.contract.state",
@@ -94,7 +94,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS, key=str.casefold)
 
 if TYPE_CHECKING:
-    from awaken_stdio.config import Config, build_runtime, load_config, open_runtime
+    from awaken_stdio.app.config import Config, build_runtime, load_config, open_runtime
     from awaken_stdio.contract.agent import AgentSpec, ModelSpec
     from awaken_stdio.contract.errors import (
         AgentNotFound,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from awaken_stdio.contract.ids import iso_ms
 
 if TYPE_CHECKING:
-    from awaken_stdio.app import App
+    from awaken_stdio.app.app import App
     from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store
 
 __all__ = ["main"]
@@ -180,7 +180,7 @@ def _with_store(fn: Callable[[argparse.Namespace, Store], Awaitable[int]]) -> Ca
     def run(args: argparse.Namespace) -> int:
         import anyio
 
-        from awaken_stdio.app import load_settings
+        from awaken_stdio.app.app import load_settings
         from awaken_stdio.stores import open_store
 
         url = load_settings(args.config, args.store).store_url
@@ -385,7 +385,7 @@ def _with_app(fn: Callable[[argparse.Namespace, App], Awaitable[int]]) -> Callab
     def run(args: argparse.Namespace) -> int:
         import anyio
 
-        from awaken_stdio.app import load_settings, open_app
+        from awaken_stdio.app.app import load_settings, open_app
 
         settings = load_settings(args.config, args.store)
 
@@ -454,7 +454,7 @@ def _tools_list(args: argparse.Namespace) -> int:
     """Every tool an agent can be given: built-ins, ``@tool`` modules, entry points, configured MCP servers."""
     import anyio
 
-    from awaken_stdio.app import load_settings, open_app
+    from awaken_stdio.app.app import load_settings, open_app
 
     settings = load_settings(args.config, "memory://")
 
@@ -498,14 +498,14 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _config_schema(args: argparse.Namespace) -> int:
-    from awaken_stdio.config import config_json_schema
+    from awaken_stdio.app.config import config_json_schema
 
     _print_json(config_json_schema())
     return 0
 
 
 def _config_example(args: argparse.Namespace) -> int:
-    from awaken_stdio.config import example_config
+    from awaken_stdio.app.config import example_config
 
     sys.stdout.write(example_config())
     return 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from awaken_stdio.config import LoadedConfig
+    from awaken_stdio.app.config import LoadedConfig
 
 __all__ = ["MCP_TIMEOUT_S", "MODEL_TIMEOUT_S", "Check", "checks"]
 
@@ -40,7 +40,7 @@ async def checks(
     config: str | None = None, store: str | None = None, progress: Progress = _ignore
 ) -> AsyncIterator[Check]:
     """Each check as soon as it is done (the CLI prints them as they come)."""
-    from awaken_stdio.app import load_settings
+    from awaken_stdio.app.app import load_settings
     from awaken_stdio.contract.errors import AwakenError
 
     looked = _config_places(config)
@@ -65,7 +65,7 @@ async def checks(
 
 def _config_places(config: str | None) -> tuple[str, ...]:
     """Every place the config file is looked for, in order, and what was found there."""
-    from awaken_stdio.config_file import config_candidates
+    from awaken_stdio.app.config_file import config_candidates
 
     candidates = config_candidates(config)
     used = next(i for i, c in enumerate(candidates) if c.path is not None)
@@ -117,7 +117,7 @@ def _check_tool_modules(loaded: LoadedConfig) -> list[Check]:
 
 
 async def _check_models(loaded: LoadedConfig, progress: Progress) -> AsyncIterator[Check]:
-    from awaken_stdio.config import model_spec
+    from awaken_stdio.app.config import model_spec
     from awaken_stdio.contract.errors import AwakenError
     from awaken_stdio.providers import create_executor, load_provider
 

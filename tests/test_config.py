@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from awaken_stdio.config import (
+from awaken_stdio.app.config import (
     build_runtime,
     config_json_schema,
     default_config,

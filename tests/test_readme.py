@@ -35,7 +35,7 @@ def test_other_python_blocks_compile() -> None:
 def test_every_toml_snippet_is_a_valid_config() -> None:
     import tomllib
 
-    from awaken_stdio.config import parse_config
+    from awaken_stdio.app.config import parse_config
 
     snippets = _blocks("toml")
     assert len(snippets) >= 3

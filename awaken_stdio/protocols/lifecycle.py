@@ -8,7 +8,7 @@ closed), and the process exits 0 for SIGTERM (a requested stop that went as aske
 convention for an interrupted program). A second signal is not handled: SIGTERM's default action or Python's
 ``KeyboardInterrupt`` ends the process at once, and the guard still ends its children.
 
-A config that fails validation, found after the first answer (``boot.py``), stops the peer too, once the requests
+A config that fails validation, found after the first answer (``app/startup.py``), stops the peer too, once the requests
 waiting for the app have their -32603 answer; the process then exits 2 with one stderr line naming the problem
 (``Lifecycle.exit_code`` raises the ``ConfigError`` for the CLI to report).
 """

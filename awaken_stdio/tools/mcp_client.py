@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
     from mcp.shared.message import SessionMessage
 
-    from awaken_stdio.config import McpServerConfig
+    from awaken_stdio.app.config import McpServerConfig
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
+from awaken_stdio.app.dispatch import MailboxConfig, MailboxService, classify_error, owner_is_dead
 from awaken_stdio.contract.errors import (
     AgentNotFound,
     DecisionTargetNotFound,
@@ -21,7 +22,6 @@ from awaken_stdio.contract.mailbox import DispatchRequest, RunDispatch
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import Store
 from awaken_stdio.contract.suspension import ToolCallResume
-from awaken_stdio.mailbox import MailboxConfig, MailboxService, classify_error, owner_is_dead
 from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.stores.memory import MemoryStore

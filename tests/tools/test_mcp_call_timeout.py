@@ -7,7 +7,7 @@ import anyio
 import pytest
 from test_mcp_client import SERVER, Calls, LogWatch, by_name, logs, stdio
 
-from awaken_stdio.config import McpServerConfig
+from awaken_stdio.app.config import McpServerConfig
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.tools.mcp_client import DEFAULT_CALL_TIMEOUT_S, McpServerSpec, open_mcp_toolsets
 

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from awaken_stdio.config import McpServerConfig
+from awaken_stdio.app.config import McpServerConfig
 from awaken_stdio.contract.errors import ConfigError, ToolError
 from awaken_stdio.contract.events import ActivitySnapshot, AgentEvent
 from awaken_stdio.contract.state import Snapshot

@@ -1,6 +1,6 @@
 """``awaken-stdio acp`` up to its first answer: ``initialize`` from the raw config, the agent loaded after it.
 
-``serve`` reads the config as TOML only (``protocols/boot.py``) and starts the JSON-RPC peer with ``initialize``
+``serve`` reads the config as TOML only (``app/startup.py``) and starts the JSON-RPC peer with ``initialize``
 answered here and every other method forwarded to ``AcpServer`` (``server.py``). That module, pydantic, the validated
 config and then the app load once the answer is on the wire, or as soon as another request needs them; requests
 that arrive meanwhile wait. A config the validation rejects fails the requests waiting for the agent with -32603 and
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.lowlevel
 
+from awaken_stdio.app.startup import Startup, loaded_heavy_modules, server_info
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.model_defaults import SCRIPTED_MEDIA_INPUT, family_capabilities
-from awaken_stdio.protocols.boot import Startup, loaded_heavy_modules, server_info
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
     JsonRpcError,
@@ -40,7 +40,7 @@ from awaken_stdio.protocols.jsonrpc import (
 from awaken_stdio.protocols.lifecycle import Lifecycle
 
 if TYPE_CHECKING:
-    from awaken_stdio.config_file import ConfigFile
+    from awaken_stdio.app.config_file import ConfigFile
     from awaken_stdio.protocols.acp.server import AcpServer
 
 __all__ = [

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from awaken_stdio.app import Settings, load_settings, open_app
+from awaken_stdio.app.app import Settings, load_settings, open_app
 from awaken_stdio.contract.errors import AwakenError, ConfigError, InvalidResume, ThreadAlreadyRunning
 from awaken_stdio.contract.events import AgentEvent, RunFinish, ToolCallDone
 from awaken_stdio.contract.ids import new_id, now_ms
@@ -59,7 +59,7 @@ from awaken_stdio.protocols.acp.wire import (
 from awaken_stdio.protocols.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError, JsonRpcPeer
 
 if TYPE_CHECKING:
-    from awaken_stdio.app import App
+    from awaken_stdio.app.app import App
     from awaken_stdio.contract.messages import Message
     from awaken_stdio.contract.tools import ToolDescriptor
     from awaken_stdio.runtime.activation import RunActivation
@@ -150,7 +150,7 @@ class AcpServer:
             raise auth_required(problem)
         app = await self._ready()
         if not app.runtime.agents:
-            from awaken_stdio.config import build_runtime
+            from awaken_stdio.app.config import build_runtime
 
             fresh = build_runtime(settings.loaded, store=app.store)
             for model_id, (executor, name) in fresh.models.items():

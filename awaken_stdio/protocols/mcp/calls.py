@@ -50,7 +50,7 @@ from awaken_stdio.protocols.mcp.wire import HEARTBEAT_S, LOG_LEVELS, LogLevel, R
 from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 
 if TYPE_CHECKING:
-    from awaken_stdio.app import App
+    from awaken_stdio.app.app import App
     from awaken_stdio.contract.stores import WaitingTicket
     from awaken_stdio.protocols.mcp.approvals import StateSeal
     from awaken_stdio.protocols.mcp.catalog import Entry

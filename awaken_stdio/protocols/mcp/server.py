@@ -7,7 +7,7 @@ one); the per-request envelope checks; ``resultType`` and the ``serverInfo`` sta
 and its change notifications; logging; and ``tools/call``, whose work lives in ``calls.py``.
 
 Start-up order matters to hosts that give a server 5-10 s (DESIGN section 6): this module imports only the
-standard library, anyio and the light ``wire.py``, and the config is only read as TOML (``protocols/boot.py``)
+standard library, anyio and the light ``wire.py``, and the config is only read as TOML (``app/startup.py``)
 before the first answer is on the wire; ``initialize`` params are checked by hand. Then the config is validated
 (pydantic) and the app opens (store, runtime, tools) and the configured MCP servers connect, each under its own
 timeout, before the first ``tools/list`` is answered, so that listing is complete. A config the validation rejects
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import anyio.abc
 
+from awaken_stdio.app.startup import Startup, loaded_heavy_modules, server_info
 from awaken_stdio.contract.errors import ConfigError
-from awaken_stdio.protocols.boot import Startup, loaded_heavy_modules, server_info
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -56,7 +56,7 @@ from awaken_stdio.protocols.mcp.wire import (
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
 
-    from awaken_stdio.app import App
+    from awaken_stdio.app.app import App
     from awaken_stdio.protocols.mcp.calls import CallRunner, ToolCall
     from awaken_stdio.protocols.mcp.catalog import Catalog
 
@@ -125,7 +125,7 @@ class McpServer:
         await self._want_app.wait()
         if self._stopping.is_set():
             return
-        from awaken_stdio.app import open_app
+        from awaken_stdio.app.app import open_app
         from awaken_stdio.protocols.mcp.approvals import StateSeal, load_seal_key
         from awaken_stdio.protocols.mcp.calls import CallRunner
 

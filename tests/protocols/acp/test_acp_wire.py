@@ -9,7 +9,7 @@ import subprocess
 import anyio
 import pytest
 
-from awaken_stdio.protocols.boot import HEAVY_MODULES
+from awaken_stdio.app.startup import HEAVY_MODULES
 
 from .conftest import ROOT, validate_def
 
@@ -90,7 +90,7 @@ async def test_stdout_carries_only_protocol_lines_bad_frames_are_answered_and_eo
     assert "DEBUG" in stderr  # logs went to stderr
     # initialize was answered before pydantic, the config models, any provider SDK, MCP client code or database
     # driver was imported
-    assert {"pydantic", "awaken_stdio.config", "aiosqlite", "mcp", "openai"} <= set(HEAVY_MODULES)
+    assert {"pydantic", "awaken_stdio.app.config", "aiosqlite", "mcp", "openai"} <= set(HEAVY_MODULES)
     assert "answering initialize; heavy modules loaded: none" in stderr
 
 

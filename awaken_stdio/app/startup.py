@@ -1,7 +1,7 @@
 """What the stdio servers know before their first answer: the config as read, the store URL, the working directory.
 
 ``awaken-stdio acp`` and ``awaken-stdio mcp`` answer their first request from a :class:`Startup` (TOML read by
-``config_file.py``, nothing validated by pydantic) and only then build the full :class:`~awaken_stdio.app.Settings`
+``config_file.py``, nothing validated by pydantic) and only then build the full :class:`~awaken_stdio.app.app.Settings`
 (``Startup.settings``). So a file that is not TOML, or a malformed store URL, still exits 2 before serving, while a
 config that fails validation is found after the first answer: each server answers the requests waiting for it with
 -32603 and its text, then exits 2 with one stderr line (``lifecycle.py``).
@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from awaken_stdio import __version__
-from awaken_stdio.config_file import ConfigFile, read_config_file, store_url
+from awaken_stdio.app.config_file import ConfigFile, read_config_file, store_url
 
 if TYPE_CHECKING:
-    from awaken_stdio.app import Settings
+    from awaken_stdio.app.app import Settings
 
 __all__ = ["HEAVY_MODULES", "Startup", "loaded_heavy_modules", "server_info"]
 
 # None of these may be loaded when a first answer is given (a test checks the servers' debug log line).
-HEAVY_MODULES = ("pydantic", "awaken_stdio.config", "aiosqlite", "asyncpg", "mcp", "openai", "anthropic")
+HEAVY_MODULES = ("pydantic", "awaken_stdio.app.config", "aiosqlite", "asyncpg", "mcp", "openai", "anthropic")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +43,8 @@ class Startup:
 
     def settings(self) -> Settings:
         """The full settings: the config validated (pydantic); a wrong field raises ``ConfigError``."""
-        from awaken_stdio.app import Settings
-        from awaken_stdio.config import validate_config
+        from awaken_stdio.app.app import Settings
+        from awaken_stdio.app.config import validate_config
 
         return Settings(validate_config(self.file), self.store_url, self.cwd)
 

@@ -1,9 +1,9 @@
 """Assembling the application both protocol servers (and the CLI) run: config, store, runtime, tools, plugins.
 
 Two stages, because start-up speed matters: :func:`load_settings` is cheap (TOML + pydantic; the protocol servers
-answer their first request from the TOML alone, ``protocols/boot.py``, and build these settings after it);
+answer their first request from the TOML alone, ``app/startup.py``, and build these settings after it);
 :func:`open_app` opens the store (database drivers), registers the built-in tools, the ``@tool`` modules and the
-permission plugin, starts the mailbox service (``mailbox/service.py``) in a task group it owns, and is entered only
+permission plugin, starts the mailbox service (``app/dispatch.py``) in a task group it owns, and is entered only
 after that first answer is on the wire.
 
 Every surface delivers approvals through :meth:`App.decide`, and should start runs with :meth:`App.run`: both go
@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from awaken_stdio.config import LoadedConfig, validate_config
-from awaken_stdio.config_file import read_config_file, store_url
+from awaken_stdio.app.config import LoadedConfig, validate_config
+from awaken_stdio.app.config_file import read_config_file, store_url
 from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolResult
 
 if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
+    from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
     from awaken_stdio.contract.stores import Store
     from awaken_stdio.contract.suspension import ToolCallResume
-    from awaken_stdio.mailbox.service import MailboxConfig, MailboxService
     from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
     from awaken_stdio.tools.mcp_client import McpServerStatus, McpToolsets
@@ -183,8 +183,8 @@ async def open_app(
     """Open the store, build the runtime with every configured tool and plugin, and run the mailbox service until
     exit (then the store closes). ``serve=False`` (the CLI) handles only this process's own dispatches and never
     picks up other processes' queued work."""
-    from awaken_stdio.config import build_runtime
-    from awaken_stdio.mailbox.service import MailboxConfig, MailboxService
+    from awaken_stdio.app.config import build_runtime
+    from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
     from awaken_stdio.runtime.observability import LogSink, ObservabilityPlugin, otel_from_env
     from awaken_stdio.runtime.permission import PermissionPlugin
     from awaken_stdio.stores import open_store

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from awaken_stdio.config_file import ConfigFile, default_config_data, read_config_file
+from awaken_stdio.app.config_file import ConfigFile, default_config_data, read_config_file
 from awaken_stdio.contract.agent import AgentSpec, ModelSpec
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.runtime.compaction import CompactionPolicy
@@ -216,7 +216,7 @@ class LoadedConfig:
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> LoadedConfig:
-    """:func:`~awaken_stdio.config_file.read_config_file` (which file, or the defaults), validated."""
+    """:func:`~awaken_stdio.app.config_file.read_config_file` (which file, or the defaults), validated."""
     return validate_config(read_config_file(path))
 
 
@@ -317,7 +317,7 @@ async def open_runtime(loaded: LoadedConfig, *, store_url: str | None = None) ->
     ``[store] url``, else the default SQLite file in the user data directory. Tools and plugins are added by the
     caller (``runtime.add_tool``...), as for :func:`build_runtime`.
     """
-    from awaken_stdio.config_file import store_url as resolve_store_url
+    from awaken_stdio.app.config_file import store_url as resolve_store_url
     from awaken_stdio.stores import open_store
 
     store = await open_store(resolve_store_url(store_url, loaded.file))
