@@ -23,136 +23,56 @@ a tool that was running then from being run again without asking.
 
 ``run`` is a long-lived loop started with ``await tg.start(service.run)``: recovery, then the renewer, the poller,
 the sweeper and the garbage collector. ``dispatch_queued=False`` (the CLI) only renews and delivers for its own
-claims and never picks up other work.
+claims and never picks up other work. The lease timings, owner names and failure classes are ``claims.py``'s;
+ending a run that waits in the store is ``cancel_waiting.py``'s.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
+from awaken_stdio.app.cancel_waiting import cancel_waiting
+from awaken_stdio.app.claims import (
+    DecisionSuperseded,
+    ErrorClass,
+    Held,
+    MailboxConfig,
+    classify_error,
+    consumer_id,
+    owner_is_dead,
+)
 from awaken_stdio.contract.errors import (
-    AgentNotFound,
     DecisionTargetNotFound,
     InvalidResume,
-    ProviderError,
     StoreError,
     ThreadAlreadyRunning,
-    UsageError,
     VersionConflict,
 )
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import DispatchKind, DispatchRequest, RunDispatch, retry_delay_ms
-from awaken_stdio.contract.messages import Message
-from awaken_stdio.contract.state import PersistedState
-from awaken_stdio.contract.stores import Checkpoint, RunRecord
+from awaken_stdio.contract.stores import RunRecord
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
-from awaken_stdio.runtime.runtime_keys import TOOL_CALL_STATES
 
-__all__ = [
-    "ContextFactory",
-    "DecisionSuperseded",
-    "ErrorClass",
-    "MailboxConfig",
-    "MailboxService",
-    "classify_error",
-    "consumer_id",
-    "owner_is_dead",
-]
+__all__ = ["ContextFactory", "MailboxConfig", "MailboxService"]  # MailboxConfig: the service's own settings
 
 log = logging.getLogger(__name__)
 Decisions = list[tuple[str, ToolCallResume]]
-ErrorClass = Literal["ok", "transient", "permanent"]
 CONTROL_PRIORITY = 64  # decisions and cancellations go before runs queued at the default 128
-CANCELLED_TEXT = "[tool call cancelled with the run]"
 # What a resumed run needs from where it resumes (``cwd``, ``services``, ``tools``), for a run of a session (or none)
 # recorded with a working directory; opened for the run's duration (it may start the session's MCP servers).
 OnWaiting = Callable[[], Awaitable[None]]
 # ``wanted``: the tools the run is about to call (a decision's pending calls), so a missing one can say why.
 ContextFactory = Callable[[str | None, str | None, tuple[str, ...]], AbstractAsyncContextManager[dict[str, Any]]]
-
-
-class DecisionSuperseded(InvalidResume):
-    """The run was decided (or ended) by someone else first; this decision was recorded but not applied."""
-
-
-@dataclass(frozen=True, slots=True)
-class MailboxConfig:
-    lease_ms: int = 6_000  # a dead holder's claim (waiting runs too) lapses within this, on any machine
-    renew_every_s: float = 1.5
-    poll_every_s: float = 0.2
-    sweep_every_s: float = 2.0
-    decide_wait_s: float = 30.0  # how long a decider waits for a busy holder to take its decision
-    gc_every_s: float = 60.0
-    retain_terminal_ms: int = 24 * 3600 * 1000
-    max_attempts: int = 5
-    dispatch_queued: bool = True
-
-
-def consumer_id() -> str:
-    """``host:pid:instance``: names this service as a claim owner, and lets a neighbour see when it has died."""
-    return f"{socket.gethostname()}:{os.getpid()}:{new_id()[-12:]}"
-
-
-def owner_is_dead(owner: str) -> bool:
-    """True only when ``owner`` is a process of this machine that no longer exists (never for another host's)."""
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def classify_error(exc: BaseException) -> ErrorClass:
-    """How a failed dispatch is settled: ``ok`` (ack; the run record says what happened), ``transient`` (nack and
-    retry with backoff) or ``permanent`` (dead-letter after this one run)."""
-    if isinstance(exc, InvalidResume | DecisionTargetNotFound):
-        return "ok"  # the run moved on (resumed elsewhere, finished): nothing left to do
-    if isinstance(exc, AgentNotFound | UsageError):
-        return "permanent"
-    if isinstance(exc, ProviderError):
-        return "transient" if exc.retryable else "permanent"
-    return "transient"  # ThreadAlreadyRunning, StoreError and anything unforeseen: retried with backoff
-
-
-@dataclass(slots=True)
-class _Held:
-    """A thread this process holds the claim on, and the dispatch it is executing."""
-
-    dispatch: RunDispatch
-    waiting: bool = False  # the run waits for a person here: decisions recorded elsewhere are taken over
-    settled: bool = False  # nacked or dead-lettered: nothing to ack at the end
-    lost: bool = False
-    result: AgentRunResult | None = None  # of the last execution, recorded with the final ack
-    early: list[str] = field(default_factory=list)  # decisions recorded here before the run reached its wait
-    activation: RunActivation | None = None  # the holder's context: every resume here runs with it
-    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one take-over at a time
-    send: Any = None
-    receive: Any = None
-
-    def __post_init__(self) -> None:
-        self.send, self.receive = anyio.create_memory_object_stream[RunDispatch](64)
-
-    @property
-    def token(self) -> str:
-        return self.dispatch.claim_token or ""
 
 
 @dataclass(slots=True)
@@ -161,7 +81,7 @@ class MailboxService:
     config: MailboxConfig = field(default_factory=MailboxConfig)
     consumer: str = field(default_factory=consumer_id)
     context: ContextFactory | None = None  # where nobody holds the run's context: rebuilt from its records
-    _held: dict[str, _Held] = field(default_factory=dict)
+    _held: dict[str, Held] = field(default_factory=dict)
     _tg: TaskGroup | None = None
 
     @property
@@ -218,7 +138,7 @@ class MailboxService:
                 if thread_id in self._held:
                     continue
                 for d in await self.mailbox.claim(thread_id, self.consumer, self.config.lease_ms, now):
-                    self._held[thread_id] = _Held(d)  # before the task starts: the next poll skips the thread
+                    self._held[thread_id] = Held(d)  # before the task starts: the next poll skips the thread
                     self._tg.start_soon(self._background, thread_id)
 
     async def sweep(self) -> None:
@@ -480,7 +400,7 @@ class MailboxService:
             f"(it is now {state}); this decision was not applied"
         )
 
-    async def _take_over(self, held: _Held, dispatch_id: str) -> None:
+    async def _take_over(self, held: Held, dispatch_id: str) -> None:
         """Move the thread's claim to a recorded decision and hand it to the waiting run, once.
 
         The poller and a decision taken in this process can race here: serialised per thread, and the loser
@@ -489,7 +409,7 @@ class MailboxService:
         async with held.lock:
             await self._take_over_locked(held, dispatch_id)
 
-    async def _take_over_locked(self, held: _Held, dispatch_id: str) -> None:
+    async def _take_over_locked(self, held: Held, dispatch_id: str) -> None:
         if not held.waiting:
             return
         with anyio.CancelScope(shield=True):  # the claim moves in the store and here together, or not at all
@@ -512,14 +432,14 @@ class MailboxService:
         d: RunDispatch,
         sink: EventSink | None,
         activation: RunActivation | None,
-        held: _Held | None = None,
+        held: Held | None = None,
         on_waiting: OnWaiting | None = None,
     ) -> AgentRunResult | None:
         """Execute ``d`` holding its thread; with a waiting activation, keep the thread and continue the run with
         each decision taken over, in the same context, until it no longer waits. Acks what it holds at the end.
         Errors reach a foreground caller (``held`` not given); background work only logs them."""
         foreground = held is None
-        held = held or _Held(d)
+        held = held or Held(d)
         held.activation = activation
         self._held[d.thread_id] = held
         wait = activation is not None and activation.wait_for_decisions
@@ -553,7 +473,7 @@ class MailboxService:
                     except VersionConflict:
                         log.warning("mailbox: dispatch %s was taken from us", held.dispatch.dispatch_id)
 
-    async def _record(self, held: _Held, result: AgentRunResult | None, *, ack: bool) -> None:
+    async def _record(self, held: Held, result: AgentRunResult | None, *, ack: bool) -> None:
         """The execution's outcome on the row (one write), acking it at the end."""
         d, now = held.dispatch, now_ms()
         if result is None:
@@ -565,7 +485,7 @@ class MailboxService:
             d.dispatch_id, held.token, status, result.termination, result.response, None, now, ack=ack
         )
 
-    async def _execute(self, held: _Held, sink: EventSink | None, foreground: bool) -> AgentRunResult | None:
+    async def _execute(self, held: Held, sink: EventSink | None, foreground: bool) -> AgentRunResult | None:
         d, mb = held.dispatch, self.mailbox
         held.result = None
         try:
@@ -587,7 +507,7 @@ class MailboxService:
         held.result = result
         return result
 
-    async def _settle_failure(self, held: _Held, exc: Exception, kind: ErrorClass) -> None:
+    async def _settle_failure(self, held: Held, exc: Exception, kind: ErrorClass) -> None:
         d, mb, now = held.dispatch, self.mailbox, now_ms()
         error = str(exc) or type(exc).__name__
         try:
@@ -611,7 +531,7 @@ class MailboxService:
         approved call behaves exactly as it would have, had a rule allowed it."""
         req = d.request
         if req.kind == "cancel":
-            return await self._cancel_here(d.run_id)
+            return await cancel_waiting(self.runtime.store, d.run_id)
         if req.kind == "decide":
             if activation is not None:
                 return await self.runtime.resume(d.run_id, list(req.decisions), sink, **_context_of(activation))
@@ -644,32 +564,6 @@ class MailboxService:
         if self.context is None:
             return nullcontext({"cwd": cwd} if cwd else {})
         return self.context(session_id, cwd, wanted)
-
-    async def _cancel_here(self, run_id: str) -> AgentRunResult | None:
-        """End a run that waits in the store (or died running) as cancelled, its suspended calls cancelled."""
-        store = self.runtime.store
-        record = await store.load_run(run_id)
-        if record is None or record.status == "done":
-            return None
-        loaded = await store.load_thread(record.thread_id)
-        if loaded is None:
-            return None
-        state = loaded.state or PersistedState()
-        states = TOOL_CALL_STATES.decode(state.extensions.get(TOOL_CALL_STATES.key))
-        messages = []
-        now = now_ms()
-        for call_id, s in sorted(states.items()):
-            if s.status == "suspended":
-                states[call_id] = replace(s, status="cancelled", updated_at=now)
-                messages.append(replace(Message.tool(call_id, CANCELLED_TEXT, internal=True), run_id=run_id))
-        extensions = {**state.extensions, TOOL_CALL_STATES.key: TOOL_CALL_STATES.encode(states)}
-        record.status, record.termination, record.status_reason = "done", TerminationReason.cancelled(), "cancelled"
-        record.waiting, record.updated_at = None, now
-        new_state = PersistedState(state.revision + 1, extensions)
-        await store.checkpoint(Checkpoint(record.thread_id, loaded.thread.message_count, messages, record, new_state))
-        return AgentRunResult(
-            run_id, record.thread_id, record.agent_id, "", record.termination, record.steps, status="cancelled"
-        )
 
 
 def _context_of(activation: RunActivation) -> dict[str, Any]:

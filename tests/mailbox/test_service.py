@@ -8,7 +8,8 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from awaken_stdio.app.dispatch import MailboxConfig, MailboxService, classify_error, owner_is_dead
+from awaken_stdio.app.claims import classify_error, owner_is_dead
+from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
 from awaken_stdio.contract.errors import (
     AgentNotFound,
     DecisionTargetNotFound,

@@ -1,0 +1,103 @@
+"""Who holds a thread and how its dispatches settle: the lease timings, claim owners (``host:pid:instance``) and
+whether one died, how a failure is settled, and the claim this process holds while it runs or waits.
+
+The mailbox service (``dispatch.py``) is built on these; they hold no loop of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from awaken_stdio.contract.errors import AgentNotFound, DecisionTargetNotFound, InvalidResume, ProviderError, UsageError
+from awaken_stdio.contract.ids import new_id
+from awaken_stdio.contract.mailbox import RunDispatch
+from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
+
+__all__ = [
+    "DecisionSuperseded",
+    "ErrorClass",
+    "Held",
+    "MailboxConfig",
+    "classify_error",
+    "consumer_id",
+    "owner_is_dead",
+]
+
+ErrorClass = Literal["ok", "transient", "permanent"]
+
+
+class DecisionSuperseded(InvalidResume):
+    """The run was decided (or ended) by someone else first; this decision was recorded but not applied."""
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxConfig:
+    lease_ms: int = 6_000  # a dead holder's claim (waiting runs too) lapses within this, on any machine
+    renew_every_s: float = 1.5
+    poll_every_s: float = 0.2
+    sweep_every_s: float = 2.0
+    decide_wait_s: float = 30.0  # how long a decider waits for a busy holder to take its decision
+    gc_every_s: float = 60.0
+    retain_terminal_ms: int = 24 * 3600 * 1000
+    max_attempts: int = 5
+    dispatch_queued: bool = True
+
+
+def consumer_id() -> str:
+    """``host:pid:instance``: names this service as a claim owner, and lets a neighbour see when it has died."""
+    return f"{socket.gethostname()}:{os.getpid()}:{new_id()[-12:]}"
+
+
+def owner_is_dead(owner: str) -> bool:
+    """True only when ``owner`` is a process of this machine that no longer exists (never for another host's)."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def classify_error(exc: BaseException) -> ErrorClass:
+    """How a failed dispatch is settled: ``ok`` (ack; the run record says what happened), ``transient`` (nack and
+    retry with backoff) or ``permanent`` (dead-letter after this one run)."""
+    if isinstance(exc, InvalidResume | DecisionTargetNotFound):
+        return "ok"  # the run moved on (resumed elsewhere, finished): nothing left to do
+    if isinstance(exc, AgentNotFound | UsageError):
+        return "permanent"
+    if isinstance(exc, ProviderError):
+        return "transient" if exc.retryable else "permanent"
+    return "transient"  # ThreadAlreadyRunning, StoreError and anything unforeseen: retried with backoff
+
+
+@dataclass(slots=True)
+class Held:
+    """A thread this process holds the claim on, and the dispatch it is executing."""
+
+    dispatch: RunDispatch
+    waiting: bool = False  # the run waits for a person here: decisions recorded elsewhere are taken over
+    settled: bool = False  # nacked or dead-lettered: nothing to ack at the end
+    lost: bool = False
+    result: AgentRunResult | None = None  # of the last execution, recorded with the final ack
+    early: list[str] = field(default_factory=list)  # decisions recorded here before the run reached its wait
+    activation: RunActivation | None = None  # the holder's context: every resume here runs with it
+    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one take-over at a time
+    send: Any = None
+    receive: Any = None
+
+    def __post_init__(self) -> None:
+        self.send, self.receive = anyio.create_memory_object_stream[RunDispatch](64)
+
+    @property
+    def token(self) -> str:
+        return self.dispatch.claim_token or ""
