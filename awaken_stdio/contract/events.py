@@ -8,7 +8,7 @@ paired and never nested.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import Field, dataclass, fields
 from typing import Any, ClassVar, Literal
 
 from awaken_stdio.contract.inference import TokenUsage
@@ -53,10 +53,11 @@ def _jsonable(value: Any) -> Any:
 class _Event:
     __slots__ = ()
     event_type: ClassVar[str]
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every event is a dataclass (for ``fields``)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event_type": self.event_type}
-        for f in fields(self):  # type: ignore[arg-type]
+        for f in fields(self):
             value = getattr(self, f.name)
             if value is not None:
                 out[f.name] = _jsonable(value)

@@ -26,4 +26,4 @@ class RunIdentity:
     session_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__ if getattr(self, k) is not None}  # type: ignore[attr-defined]
+        return {k: getattr(self, k) for k in self.__slots__ if getattr(self, k) is not None}

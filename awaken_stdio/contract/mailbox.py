@@ -50,7 +50,7 @@ __all__ = [
 DispatchStatus = Literal["queued", "claimed", "acked", "cancelled", "superseded", "dead_letter"]
 DispatchKind = Literal["run", "decide", "cancel"]
 EffectStatus = Literal["started", "finished", "unknown_after_crash"]
-TERMINAL_STATUSES: frozenset[str] = frozenset({"acked", "cancelled", "superseded", "dead_letter"})
+TERMINAL_STATUSES: frozenset[DispatchStatus] = frozenset({"acked", "cancelled", "superseded", "dead_letter"})
 DEFAULT_PRIORITY = 128
 DEFAULT_MAX_ATTEMPTS = 5
 RETRY_BASE_MS = 250
@@ -217,13 +217,12 @@ class RunDispatch:
     @staticmethod
     def from_json(d: dict[str, Any]) -> RunDispatch:
         termination = d.get("termination")
-        return RunDispatch(
-            **{
-                **d,
-                "request": DispatchRequest.from_json(d.get("request") or {}),
-                "termination": TerminationReason.from_json(termination) if termination else None,
-            }
-        )
+        values: dict[str, Any] = {
+            **d,
+            "request": DispatchRequest.from_json(d.get("request") or {}),
+            "termination": TerminationReason.from_json(termination) if termination else None,
+        }
+        return RunDispatch(**values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -172,8 +172,8 @@ def model_turns(messages: list[Message] | tuple[Message, ...]) -> int:
     for m in messages:
         if m.role == "assistant" and not m.internal:
             turns += 1
-        elif is_summary(m):
-            turns += int(m.metadata[COMPACTION_KEY].get("assistant_turns", 0))  # type: ignore[index]
+        elif m.metadata is not None and is_summary(m):
+            turns += int(m.metadata[COMPACTION_KEY].get("assistant_turns", 0))
     return turns
 
 
@@ -197,7 +197,7 @@ def content_to_json(block: ContentBlock) -> dict[str, Any]:
     if type(block) is TextBlock:  # the hot path
         return {"type": "text", "text": block.text}
     out: dict[str, Any] = {"type": block.type}
-    for name in block.__slots__:  # type: ignore[union-attr]
+    for name in block.__slots__:
         value = getattr(block, name)
         if name != "type" and value is not None:
             out[name] = value
@@ -206,7 +206,7 @@ def content_to_json(block: ContentBlock) -> dict[str, Any]:
 
 def content_from_json(data: dict[str, Any]) -> ContentBlock:
     kind = data.get("type")
-    cls = _BLOCK_TYPES.get(kind)  # type: ignore[arg-type]
+    cls = _BLOCK_TYPES.get(str(kind))
     if cls is None:
         raise ValueError(f"unknown content block type: {kind!r}")
     return cls(**{k: v for k, v in data.items() if k != "type"})

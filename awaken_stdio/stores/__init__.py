@@ -88,7 +88,7 @@ def parse_store_url(url: str) -> StoreURL:
         if host not in ("", "localhost"):
             raise ConfigError(f"store URL {url!r} names a host ({host!r}); {scheme} URLs take a local absolute path")
         path = _absolute_path(url, after[len(host) :] if slash else after, "directory" if scheme == "file" else "file")
-        return StoreURL(scheme, f"{scheme}://{path}", path)  # type: ignore[arg-type]
+        return StoreURL(scheme, f"{scheme}://{path}", path)
     if scheme in ("postgresql", "postgres"):
         try:
             parts = urlsplit(text)

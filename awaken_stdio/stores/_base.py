@@ -20,7 +20,7 @@ def drive(coro: Coroutine[Any, Any, T]) -> T:
     try:
         coro.send(None)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return done.value
     coro.close()
     raise RuntimeError("a store operation that must run synchronously tried to suspend")
 

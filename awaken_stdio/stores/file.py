@@ -149,7 +149,7 @@ class FileStore(BaseStore, Store):
         return cls(url, root, fd)
 
     @cached_property
-    def mailbox(self) -> MailboxStore:
+    def mailbox(self) -> MailboxStore:  # pyright: ignore[reportIncompatibleMethodOverride]  # read-only, as declared
         """The mailbox lives in ``mailbox.json`` beside the threads, under the same lock (``mailbox_memory.py``)."""
         from awaken_stdio.stores.mailbox_memory import FileMailbox
 

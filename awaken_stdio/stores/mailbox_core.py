@@ -12,7 +12,7 @@ raised only after the transaction commits, so the write is not rolled back with 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -32,7 +32,7 @@ __all__ = ["ACTIVE", "MailboxBase", "MailboxTable", "Refused"]
 
 T = TypeVar("T")
 ACTIVE: tuple[DispatchStatus, ...] = ("queued", "claimed")
-TERMINAL: tuple[DispatchStatus, ...] = tuple(sorted(TERMINAL_STATUSES))  # type: ignore[arg-type]
+TERMINAL: tuple[DispatchStatus, ...] = tuple(sorted(TERMINAL_STATUSES))
 INTERRUPTED = "queued dispatch superseded by interrupt"
 STALE = "dispatch superseded: its thread was interrupted (stale epoch)"
 
@@ -95,7 +95,7 @@ class MailboxTable(Protocol):
     async def effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None: ...
 
 
-Op = Callable[[MailboxTable], Awaitable[T]]
+Op = Callable[[MailboxTable], Coroutine[Any, Any, T]]
 
 
 def _claim(d: RunDispatch, token: str, consumer: str, lease_ms: int, now: int) -> None:
@@ -160,7 +160,7 @@ class MailboxBase(MailboxStore):
     async def _read(self, fn: Op[T]) -> T:
         raise NotImplementedError
 
-    async def _change(self, fn: Op[Any]) -> Any:
+    async def _change(self, fn: Op[T | Refused]) -> T:
         result = await self._write(fn)
         if isinstance(result, Refused):
             raise result.error
@@ -193,7 +193,7 @@ class MailboxBase(MailboxStore):
             await t.insert(row)
             return row
 
-        return await self._change(op)  # type: ignore[no-any-return]
+        return await self._change(op)
 
     async def claim(self, thread_id: str, consumer: str, lease_ms: int, now: int, limit: int = 1) -> list[RunDispatch]:
         async def op(t: MailboxTable) -> list[RunDispatch]:
@@ -212,7 +212,7 @@ class MailboxBase(MailboxStore):
                 await _put(t, r)
             return ready
 
-        return await self._change(op)  # type: ignore[no-any-return]
+        return await self._change(op)
 
     async def claim_dispatch(self, dispatch_id: str, consumer: str, lease_ms: int, now: int) -> RunDispatch | None:
         async def op(t: MailboxTable) -> RunDispatch | None:
@@ -228,7 +228,7 @@ class MailboxBase(MailboxStore):
             _claim(d, new_id(), consumer, lease_ms, now)
             return await _put(t, d)
 
-        return await self._change(op)  # type: ignore[no-any-return]
+        return await self._change(op)
 
     async def transfer_claim(
         self, from_id: str, claim_token: str, to_id: str, lease_ms: int, now: int
@@ -250,9 +250,11 @@ class MailboxBase(MailboxStore):
             _claim(dst, new_id(), consumer, lease_ms, now)
             return await _put(t, dst)
 
-        return await self._change(op)  # type: ignore[no-any-return]
+        return await self._change(op)
 
-    async def _settle(self, dispatch_id: str, token: str, now: int, change: Callable[[RunDispatch], None]) -> Any:
+    async def _settle(
+        self, dispatch_id: str, token: str, now: int, change: Callable[[RunDispatch], None]
+    ) -> RunDispatch:
         async def op(t: MailboxTable) -> RunDispatch | Refused:
             d = await _own(t, dispatch_id, token, now)
             if isinstance(d, Refused):
@@ -263,13 +265,13 @@ class MailboxBase(MailboxStore):
         return await self._change(op)
 
     async def ack(self, dispatch_id: str, claim_token: str, now: int) -> RunDispatch:
-        return await self._settle(dispatch_id, claim_token, now, lambda d: _finish(d, "acked", now))  # type: ignore[no-any-return]
+        return await self._settle(dispatch_id, claim_token, now, lambda d: _finish(d, "acked", now))
 
     async def nack(self, dispatch_id: str, claim_token: str, retry_at: int, error: str, now: int) -> RunDispatch:
-        return await self._settle(dispatch_id, claim_token, now, lambda d: _requeue(d, retry_at, now, error))  # type: ignore[no-any-return]
+        return await self._settle(dispatch_id, claim_token, now, lambda d: _requeue(d, retry_at, now, error))
 
     async def dead_letter(self, dispatch_id: str, claim_token: str, error: str, now: int) -> RunDispatch:
-        return await self._settle(dispatch_id, claim_token, now, lambda d: _finish(d, "dead_letter", now, error))  # type: ignore[no-any-return]
+        return await self._settle(dispatch_id, claim_token, now, lambda d: _finish(d, "dead_letter", now, error))
 
     async def record_dispatch_start(
         self, dispatch_id: str, claim_token: str, instance_id: str, now: int
@@ -278,7 +280,7 @@ class MailboxBase(MailboxStore):
             d.clear_projection()
             d.dispatch_instance_id, d.run_status, d.completed_at, d.updated_at = instance_id, "running", None, now
 
-        return await self._settle(dispatch_id, claim_token, now, start)  # type: ignore[no-any-return]
+        return await self._settle(dispatch_id, claim_token, now, start)
 
     async def record_run_result(
         self,
@@ -298,7 +300,7 @@ class MailboxBase(MailboxStore):
             if ack:
                 _finish(d, "acked", now)
 
-        return await self._settle(dispatch_id, claim_token, now, result)  # type: ignore[no-any-return]
+        return await self._settle(dispatch_id, claim_token, now, result)
 
     async def cancel(self, dispatch_id: str, now: int) -> RunDispatch | None:
         async def op(t: MailboxTable) -> RunDispatch | None:
@@ -308,7 +310,7 @@ class MailboxBase(MailboxStore):
             _finish(d, "cancelled", now)
             return await _put(t, d)
 
-        return await self._change(op)  # type: ignore[no-any-return]
+        return await self._change(op)
 
     async def extend_lease(self, dispatch_id: str, claim_token: str, extension_ms: int, now: int) -> bool:
         async def op(t: MailboxTable) -> bool:

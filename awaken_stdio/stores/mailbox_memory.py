@@ -208,13 +208,13 @@ class FileMailbox(MailboxBase):
 
         path = self._store.root / FILE_NAME
         tables = MailboxTables.from_json(_read(path) or {})
-        result = drive(fn(tables))  # type: ignore[arg-type]
+        result = drive(fn(tables))
         if tables.dirty:
             _write_atomic(path, dumps(tables.to_json()))
         return result
 
     async def _write(self, fn: Op[T]) -> T:
-        return await self._store._run(self._apply, fn)
+        return await self._store._run(lambda: self._apply(fn))
 
     async def _read(self, fn: Op[T]) -> T:
         return await self._write(fn)

@@ -153,15 +153,9 @@ def _mutable(d: RunDispatch) -> tuple[Any, ...]:
 
 
 def _dispatch(r: Sequence[Any]) -> RunDispatch:
-    d = RunDispatch(
-        r[0],
-        r[1],
-        r[2],
-        DispatchRequest.from_json(loads(r[3])),
-        *r[4:17],
-        TerminationReason.from_json(loads(r[17])) if r[17] is not None else None,
-        *r[18:23],
-    )
+    termination = TerminationReason.from_json(loads(r[17])) if r[17] is not None else None
+    values: list[Any] = [*r[0:3], DispatchRequest.from_json(loads(r[3])), *r[4:17], termination, *r[18:23]]
+    d = RunDispatch(*values)
     d.validate()
     return d
 
@@ -278,7 +272,7 @@ class SqlMailbox(MailboxBase):
 
     def __init__(self, store: SqlStore, dialect: Dialect) -> None:
         self._store = store
-        self._dialect = dialect
+        self._dialect: Dialect = dialect
 
     async def _write(self, fn: Op[T]) -> T:
         return await self._store._write(lambda tx: fn(_SqlTable(tx, self._dialect)))

@@ -60,7 +60,7 @@ class MemoryStore(BaseStore, Store):
         self._grants: dict[str, PermissionGrant] = {}
 
     @cached_property
-    def mailbox(self) -> MailboxStore:
+    def mailbox(self) -> MailboxStore:  # pyright: ignore[reportIncompatibleMethodOverride]  # read-only, as declared
         from awaken_stdio.stores.mailbox_memory import MemoryMailbox
 
         return MemoryMailbox(self._check_open)

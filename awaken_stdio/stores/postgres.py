@@ -14,11 +14,11 @@ refused as "not an awaken-stdio database"): give it a database of its own, or a 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
+import asyncpg  # pyright: ignore[reportMissingTypeStubs]  # asyncpg ships no type information
 
 from awaken_stdio.contract.errors import StoreError, StoreUnavailable
 from awaken_stdio.stores._sql import THREAD_COLUMNS, Queries, SqlStore, Tx
@@ -50,6 +50,11 @@ QUERIES = Queries(
         VALUES ($1, $2, $3, $3, $4) ON CONFLICT (thread_id) DO NOTHING""",
     thread_count="SELECT message_count FROM threads WHERE thread_id = $1",
     thread_get=f"SELECT {THREAD_COLUMNS}, state FROM threads WHERE thread_id = $1",
+    thread_probe=f"""
+        SELECT {THREAD_COLUMNS}, state,
+            (SELECT body FROM runs r WHERE r.thread_id = t.thread_id ORDER BY updated_at DESC, run_id DESC LIMIT 1),
+            (SELECT message_id FROM messages m WHERE m.thread_id = t.thread_id AND m.seq = $2)
+        FROM threads t WHERE thread_id = $1""",
     thread_save="""
         INSERT INTO threads (thread_id, title, agent_id, parent_thread_id, metadata, created_at, updated_at)
         VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -121,7 +126,7 @@ def redact(url: str) -> str:
 class _PgTx(Tx):
     __slots__ = ("_conn",)
 
-    def __init__(self, conn: asyncpg.Connection) -> None:
+    def __init__(self, conn: asyncpg.pool.PoolConnectionProxy) -> None:
         self._conn = conn
 
     async def fetchone(self, sql: str, *args: Any) -> Sequence[Any] | None:
@@ -201,7 +206,7 @@ class PostgresStore(SqlStore):
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, self._where) from exc
 
-    async def _write(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
+    async def _write(self, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
         self._check_open()
 
         async def attempt() -> T:
@@ -210,7 +215,7 @@ class PostgresStore(SqlStore):
 
         return await self._guarded(attempt)
 
-    async def _read(self, fn: Callable[[Tx], Awaitable[T]], *, snapshot: bool = False) -> T:
+    async def _read(self, fn: Callable[[Tx], Coroutine[Any, Any, T]], *, snapshot: bool = False) -> T:
         self._check_open()
 
         async def attempt() -> T:

@@ -29,7 +29,7 @@ import os
 import shlex
 import sqlite3
 import urllib.parse
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -66,6 +66,11 @@ QUERIES = Queries(
         VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (thread_id) DO NOTHING""",
     thread_count="SELECT message_count FROM threads WHERE thread_id = ?",
     thread_get=f"SELECT {THREAD_COLUMNS}, state FROM threads WHERE thread_id = ?",
+    thread_probe=f"""
+        SELECT {THREAD_COLUMNS}, state,
+            (SELECT body FROM runs r WHERE r.thread_id = t.thread_id ORDER BY updated_at DESC, run_id DESC LIMIT 1),
+            (SELECT message_id FROM messages m WHERE m.thread_id = t.thread_id AND m.seq = ?2)
+        FROM threads t WHERE thread_id = ?1""",
     thread_save="""
         INSERT INTO threads (thread_id, title, agent_id, parent_thread_id, metadata, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -134,7 +139,7 @@ class _SqliteTx(Tx):
         self._conn = conn
 
     async def fetchone(self, sql: str, *args: Any) -> Sequence[Any] | None:
-        return self._conn.execute(sql, args).fetchone()  # type: ignore[no-any-return]
+        return self._conn.execute(sql, args).fetchone()
 
     async def fetchall(self, sql: str, *args: Any) -> list[Sequence[Any]]:
         return self._conn.execute(sql, args).fetchall()
@@ -146,14 +151,14 @@ class _SqliteTx(Tx):
         self._conn.executemany(sql, rows)
 
 
-def _run_transaction(conn: sqlite3.Connection, begin: str | None, fn: Callable[[Tx], Awaitable[T]]) -> T:
+def _run_transaction(conn: sqlite3.Connection, begin: str | None, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
     """One whole transaction on the connection thread: ``begin``, ``fn``, then COMMIT, or ROLLBACK on any error.
     Nothing can interleave, and a caller cancelled meanwhile leaves a transaction that is complete either way."""
     if begin is None:
-        return drive(fn(_SqliteTx(conn)))  # type: ignore[arg-type]
+        return drive(fn(_SqliteTx(conn)))
     conn.execute(begin)
     try:
-        result = drive(fn(_SqliteTx(conn)))  # type: ignore[arg-type]
+        result = drive(fn(_SqliteTx(conn)))
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -221,7 +226,7 @@ def _identify(path: str) -> None:
     try:
         db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
-            drive(identify(_SqliteTx(db), QUERIES, path))  # type: ignore[arg-type]
+            drive(identify(_SqliteTx(db), QUERIES, path))
             problems = [row[0] for row in db.execute("PRAGMA quick_check")]
         finally:
             db.close()
@@ -283,23 +288,25 @@ class SqliteStore(SqlStore):
         except sqlite3.Error as exc:
             raise _translate(exc, self.path) from exc
 
-    async def _transaction(self, db: aiosqlite.Connection, begin: str | None, fn: Callable[[Tx], Awaitable[T]]) -> T:
+    async def _transaction(
+        self, db: aiosqlite.Connection, begin: str | None, fn: Callable[[Tx], Coroutine[Any, Any, T]]
+    ) -> T:
         # One hop to the connection's thread per transaction instead of one per statement: aiosqlite has no public
         # way to run a function there, so this is the one place that uses its ``_execute`` and ``_conn``.
         # Shielded: a cancelled caller still waits (for milliseconds, at most the busy timeout) until its
         # transaction has committed or rolled back, so what it reads next is final.
-        async def once() -> T:
+        async def once() -> T:  # pyright: ignore[reportReturnType]  # a shielded scope with no deadline swallows nothing
             with anyio.CancelScope(shield=True):
-                return await db._execute(_run_transaction, db._conn, begin, fn)  # type: ignore[no-any-return]
+                return await db._execute(_run_transaction, db._conn, begin, fn)
 
         return await self._guarded(once)
 
-    async def _write(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
+    async def _write(self, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
         self._check_open()
         async with self._wlock:
             return await self._transaction(self._writer, "BEGIN IMMEDIATE", fn)
 
-    async def _read(self, fn: Callable[[Tx], Awaitable[T]], *, snapshot: bool = False) -> T:
+    async def _read(self, fn: Callable[[Tx], Coroutine[Any, Any, T]], *, snapshot: bool = False) -> T:
         self._check_open()
         async with self._rlock:
             return await self._transaction(self._reader, "BEGIN" if snapshot else None, fn)
