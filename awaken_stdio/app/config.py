@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from awaken_stdio.app.config_file import ConfigFile, default_config_data, read_config_file
 from awaken_stdio.contract.agent import AgentSpec, ModelSpec
@@ -154,10 +154,60 @@ class ToolsConfig(_Model):
     modules: list[str] = Field(default_factory=list, description="Python modules whose @tool functions are registered.")
 
 
+class McpResourceConfig(_Model):
+    """A resource ``awaken-stdio mcp`` serves; a URI with ``{variables}`` is a template whose text they fill."""
+
+    name: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    text: str | None = Field(None, description="The contents; {variables} of a template URI are substituted.")
+    file: str | None = Field(None, description="Or a file (relative to the config's directory): its contents.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> McpResourceConfig:
+        if (self.text is None) == (self.file is None):
+            raise ValueError("give exactly one of `text` or `file`")
+        return self
+
+
+class McpPromptArgumentConfig(_Model):
+    name: str
+    description: str = ""
+    required: bool = True
+    values: list[str] = Field(default_factory=list, description="What completion/complete offers for it.")
+
+
+class McpPromptMessageConfig(_Model):
+    """One message: ``text``, ``image``/``audio`` (a file), or ``resource`` (a URI, embedded with its contents)."""
+
+    role: Literal["user", "assistant"] = "user"
+    text: str | None = None
+    image: str | None = None
+    audio: str | None = None
+    resource: str | None = Field(None, description="Embedded: this server's resource, or `text` as its contents.")
+    mime_type: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> McpPromptMessageConfig:
+        kinds = [k for k in ("text", "image", "audio", "resource") if getattr(self, k) is not None]
+        if len(kinds) != 1 and kinds != ["text", "resource"]:
+            raise ValueError("give one of `text`, `image`, `audio` or `resource` (with `text`: its contents)")
+        return self
+
+
+class McpPromptConfig(_Model):
+    title: str | None = None
+    description: str = ""
+    arguments: list[McpPromptArgumentConfig] = Field(default_factory=list)
+    messages: list[McpPromptMessageConfig] = Field(min_length=1)
+
+
 class McpConfig(_Model):
     permission: Literal["allow", "ask"] = Field(
         "allow", description="Direct tools/call of guarded tools: allow (the MCP host confirms) or ask."
     )
+    resources: dict[str, McpResourceConfig] = Field(default_factory=dict, description="Extra resources, by URI.")
+    prompts: dict[str, McpPromptConfig] = Field(default_factory=dict, description="Prompts, by name.")
 
 
 class Config(_Model):

@@ -88,7 +88,13 @@ async def test_legacy_handshake_rules(tmp_path: Path) -> None:
     assert (await raw.request(2, "ping"))["result"] == {}
     init = await raw.request(3, "initialize", {**INIT, "protocolVersion": "2024-11-05"})
     assert init["result"]["protocolVersion"] == "2024-11-05"
-    assert init["result"]["capabilities"] == {"tools": {"listChanged": True}, "logging": {}}
+    assert init["result"]["capabilities"] == {
+        "tools": {"listChanged": True},
+        "logging": {},
+        "resources": {"subscribe": True, "listChanged": False},
+        "prompts": {"listChanged": False},
+        "completions": {},
+    }
     await raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     assert (await raw.request(4, "initialize", {**INIT, "protocolVersion": "2099-01-01"}))["result"][
         "protocolVersion"] == "2025-11-25"  # fmt: skip

@@ -26,7 +26,16 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.agent import AgentSpec
     from awaken_stdio.contract.tools import Tool, ToolDescriptor
 
-__all__ = ["MAX_NAME", "RESUME_RUN", "RUN_OUTPUT_SCHEMA", "Catalog", "Entry", "InvalidCursor"]
+__all__ = [
+    "MAX_NAME",
+    "RESUME_RUN",
+    "RUN_OUTPUT_SCHEMA",
+    "Catalog",
+    "Entry",
+    "InvalidCursor",
+    "decode_cursor",
+    "encode_cursor",
+]
 
 log = logging.getLogger(__name__)
 
@@ -153,11 +162,11 @@ class Catalog:
         """One page of listings after ``cursor`` (``None`` or ``""``: the first), and the next page's cursor."""
         start = 0
         if cursor:
-            after = _decode_cursor(cursor)
+            after = decode_cursor(cursor)
             start = next((i for i, e in enumerate(self.entries) if e.name > after), len(self.entries))
         chunk = self.entries[start : start + size]
         more = start + size < len(self.entries)
-        return [e.listing for e in chunk], (_encode_cursor(chunk[-1].name) if more and chunk else None)
+        return [e.listing for e in chunk], (encode_cursor(chunk[-1].name) if more and chunk else None)
 
     def check_arguments(self, entry: Entry, arguments: dict[str, Any]) -> str | None:
         """Why ``arguments`` do not fit the published schema (naming the field), or None when they do."""
@@ -189,11 +198,11 @@ def _claim(raw: str, taken: set[str]) -> str:
     return name
 
 
-def _encode_cursor(name: str) -> str:
+def encode_cursor(name: str) -> str:
     return base64.urlsafe_b64encode(_CURSOR_PREFIX + name.encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> str:
+def decode_cursor(cursor: str) -> str:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     except (binascii.Error, ValueError):

@@ -12,7 +12,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from awaken_stdio.protocols.mcp.wire import LogLevel
 
-__all__ = ["CallToolParams", "CancelledParams", "InitializeParams", "ListToolsParams", "ListenParams", "SetLevelParams"]
+__all__ = [
+    "CallToolParams",
+    "CancelledParams",
+    "CompleteParams",
+    "GetPromptParams",
+    "InitializeParams",
+    "ListParams",
+    "ListenParams",
+    "ResourceParams",
+    "SetLevelParams",
+]
 
 
 class _Params(BaseModel):
@@ -26,8 +36,31 @@ class InitializeParams(_Params):
     client_info: dict[str, Any] | None = Field(None, alias="clientInfo")
 
 
-class ListToolsParams(_Params):
+class ListParams(_Params):
+    """Any paginated list: tools, resources, resource templates, prompts."""
+
     cursor: str | None = None
+
+
+class ResourceParams(_Params):
+    """``resources/read``, ``resources/subscribe``, ``resources/unsubscribe``."""
+
+    uri: str
+
+
+class GetPromptParams(_Params):
+    name: str
+    arguments: dict[str, str] | None = None
+
+
+class CompletionArgument(_Params):
+    name: str
+    value: str = ""
+
+
+class CompleteParams(_Params):
+    ref: dict[str, Any]
+    argument: CompletionArgument
 
 
 class CallToolParams(_Params):
@@ -46,5 +79,10 @@ class CancelledParams(_Params):
     reason: str | None = None
 
 
+class ListenFilter(_Params):
+    tools_list_changed: bool = Field(False, alias="toolsListChanged")
+    resource_subscriptions: list[str] = Field(default_factory=list, alias="resourceSubscriptions")
+
+
 class ListenParams(_Params):
-    notifications: dict[str, Any] = Field(default_factory=dict)
+    notifications: ListenFilter = Field(default_factory=ListenFilter)

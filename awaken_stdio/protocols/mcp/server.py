@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from awaken_stdio.app.app import App
     from awaken_stdio.protocols.mcp.calls import CallRunner, ToolCall
     from awaken_stdio.protocols.mcp.catalog import Catalog
+    from awaken_stdio.protocols.mcp.library import Library
 
 __all__ = ["McpServer", "serve"]
 
@@ -73,7 +74,25 @@ INSTRUCTIONS = (
     "awaken-stdio publishes the tools of this workspace and its agents (agent_<id>). Agent runs are durable: a run "
     "that ends with status waiting needs approval of its pending tool calls, given with resume_run, now or later."
 )
-_LEGACY_ONLY = frozenset({"initialize", "ping", "logging/setLevel"})
+_LEGACY_ONLY = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+# The reading requests, served by ``library.py`` once the app is open: method -> its handler there.
+_LIBRARY = {
+    "resources/list": "list_resources",
+    "resources/templates/list": "list_templates",
+    "resources/read": "read",
+    "resources/subscribe": "subscribe",
+    "resources/unsubscribe": "unsubscribe",
+    "prompts/list": "list_prompts",
+    "prompts/get": "get_prompt",
+    "completion/complete": "complete",
+}
+CAPABILITIES: dict[str, Any] = {
+    "tools": {"listChanged": True},
+    "logging": {},
+    "resources": {"subscribe": True, "listChanged": False},
+    "prompts": {"listChanged": False},
+    "completions": {},
+}
 _MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
 
 
@@ -87,12 +106,14 @@ class McpServer:
         page_size: int = DEFAULT_PAGE_SIZE,
         heartbeat_s: float = HEARTBEAT_S,
         watch_parent: bool = True,
+        poll_s: float = 1.0,
     ) -> None:
         self.startup = startup
         self.peer = JsonRpcPeer(watch_parent=watch_parent)
         self.lifecycle = Lifecycle(self.peer)
         self.page_size = page_size
         self.heartbeat_s = heartbeat_s
+        self.poll_s = poll_s  # how often subscribed resources are checked for changes
         self.era: Era | None = None
         self._version: str | None = None  # the handshake era's negotiated version
         self._client_capabilities: dict[str, Any] = {}
@@ -104,8 +125,9 @@ class McpServer:
         self._app: App | None = None
         self._runner: CallRunner | None = None
         self._catalog: Catalog | None = None
+        self._library: Library | None = None
         self._calls: dict[Any, ToolCall] = {}
-        self._listeners: dict[Any, MemoryObjectSendStream[None]] = {}
+        self._listeners: dict[Any, MemoryObjectSendStream[tuple[str, dict[str, Any]]]] = {}
         self._register()
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
@@ -151,10 +173,16 @@ class McpServer:
             self._ready.set()
 
     async def _serve_app(self) -> None:
+        from awaken_stdio.protocols.mcp.library import Library
+
         assert self._app is not None
         self._rebuild_catalog()
+        self._library = Library(self._app, self.peer, page_size=self.page_size, poll_s=self.poll_s)
         self._ready.set()
-        await self._stopping.wait()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._library.watch.run)
+            await self._stopping.wait()
+            tg.cancel_scope.cancel()
 
     async def _app_ready(self) -> CallRunner:
         self._want_app.set()
@@ -189,7 +217,7 @@ class McpServer:
                 pass
         for stream in list(self._listeners.values()):
             try:
-                stream.send_nowait(None)
+                stream.send_nowait(("notifications/tools/list_changed", {}))
             except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 pass
 
@@ -204,8 +232,18 @@ class McpServer:
         route("subscriptions/listen", self._listen)
         route("tools/list", self._list_tools)
         route("tools/call", self._call_tool)
+        for method, name in _LIBRARY.items():
+            route(method, self._library_handler(name))
         self.peer.register_notification("notifications/cancelled", self._cancelled)
         self.peer.register_notification("notifications/initialized", self._initialized)
+
+    def _library_handler(self, name: str) -> Any:
+        async def handle(params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+            await self._app_ready()
+            assert self._library is not None
+            return await getattr(self._library, name)(params, request)  # type: ignore[no-any-return]
+
+        return handle
 
     def _route(self, method: str, handler: Any) -> None:
         async def serve(params: Params, ctx: RequestContext) -> Any:
@@ -278,7 +316,7 @@ class McpServer:
         log.info("initialize from %s: protocol %s (asked %s)", client, version, asked)
         return {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+            "capabilities": CAPABILITIES,
             "serverInfo": server_info(),
             "instructions": INSTRUCTIONS,
         }
@@ -295,7 +333,7 @@ class McpServer:
     async def _discover(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
         return {
             "supportedVersions": list(MODERN_VERSIONS),
-            "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+            "capabilities": CAPABILITIES,
             "serverInfo": server_info(),
             "instructions": INSTRUCTIONS,
             "ttlMs": DISCOVER_TTL_MS,
@@ -304,9 +342,9 @@ class McpServer:
 
     async def _list_tools(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
         from awaken_stdio.protocols.mcp.catalog import InvalidCursor
-        from awaken_stdio.protocols.mcp.params import ListToolsParams
+        from awaken_stdio.protocols.mcp.params import ListParams
 
-        cursor = ListToolsParams.model_validate(params).cursor
+        cursor = ListParams.model_validate(params).cursor
         await self._app_ready()
         assert self._catalog is not None
         try:
@@ -354,20 +392,34 @@ class McpServer:
         from awaken_stdio.protocols.mcp.params import ListenParams
 
         wanted = ListenParams.model_validate(params).notifications
-        meta = {SUBSCRIPTION_ID_KEY: request.request_id}
-        honored = {"toolsListChanged": True} if wanted.get("toolsListChanged") else {}
-        send, receive = anyio.create_memory_object_stream[None](math.inf)
-        if honored:
-            self._listeners[request.request_id] = send
+        key = request.request_id
+        meta = {SUBSCRIPTION_ID_KEY: key}
+        send, receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](math.inf)
+        honored: dict[str, Any] = {}
+        if wanted.tools_list_changed:
+            honored["toolsListChanged"] = True
+            self._listeners[key] = send
+        watched: list[str] = []
+
+        async def updated(uri: str) -> None:
+            send.send_nowait(("notifications/resources/updated", {"uri": uri}))
+
         try:
+            if wanted.resource_subscriptions:
+                await self._app_ready()
+                assert self._library is not None
+                watched = await self._library.listen(wanted.resource_subscriptions, key, updated)
+                honored["resourceSubscriptions"] = watched
             await self.peer.notify(
                 "notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta}
             )
             async with receive:
-                async for _ in receive:
-                    await self.peer.notify("notifications/tools/list_changed", {"_meta": meta})
+                async for method, note in receive:
+                    await self.peer.notify(method, {**note, "_meta": meta})
         finally:
-            self._listeners.pop(request.request_id, None)
+            self._listeners.pop(key, None)
+            if self._library is not None:
+                self._library.unlisten(watched, key)
             send.close()
         return {"_meta": meta}
 

@@ -32,7 +32,55 @@ expose_mcp = true
 [tools]
 builtin = true
 modules = ["conformance_fixtures"]
+
+[mcp.resources."test://static-text"]
+name = "Static text"
+description = "A fixed text resource."
+mime_type = "text/plain"
+text = "This is the content of the static text resource."
+
+[mcp.resources."test://static-binary"]
+name = "Static binary"
+description = "A fixed binary resource (a 1x1 PNG)."
+file = "pixel.png"
+
+[mcp.resources."test://watched-resource"]
+name = "Watched"
+description = "A resource to subscribe to."
+text = "Watched resource content."
+
+[mcp.resources."test://template/{id}/data"]
+name = "Template data"
+description = "Data for an id."
+mime_type = "application/json"
+text = '{"id": "{id}", "templateTest": true, "data": "Data for ID: {id}"}'
+
+[mcp.prompts.test_simple_prompt]
+description = "A simple prompt without arguments."
+messages = [{ text = "This is a simple prompt for testing." }]
+
+[mcp.prompts.test_prompt_with_arguments]
+description = "A prompt with two arguments."
+arguments = [
+    { name = "arg1", description = "First test argument", values = ["test", "testing", "other"] },
+    { name = "arg2", description = "Second test argument" },
+]
+messages = [{ text = "Prompt with arguments: arg1='{arg1}', arg2='{arg2}'" }]
+
+[mcp.prompts.test_prompt_with_embedded_resource]
+description = "A prompt embedding a resource."
+arguments = [{ name = "resourceUri", description = "URI of the resource to embed" }]
+messages = [
+    { resource = "{resourceUri}", text = "Embedded resource content for testing." },
+    { text = "Please process the embedded resource above." },
+]
+
+[mcp.prompts.test_prompt_with_image]
+description = "A prompt with an image."
+messages = [{ image = "pixel.png" }, { text = "Please analyze the image above." }]
 TOML
+# A 1x1 red PNG, for the binary resource and the image prompt.
+base64 -d >"$work/pixel.png" <<<'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=='
 
 port="$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 server="'$PYTHON' -m awaken_stdio mcp --config '$work/config.toml' --store 'sqlite:///$work/store.db' --cwd '$work/cwd'"
