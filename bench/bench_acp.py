@@ -1,9 +1,12 @@
 """``awaken-stdio acp`` as an editor sees it: a real process on pipes, driven by a minimal raw JSON-RPC client.
 
-Rows: process start to the ``initialize`` answer (baseline: a bare echo agent on the official ACP Python SDK,
-measured in the same run), ``session/new``, prompt overhead with a zero-delay scripted model (a text turn; a tool
-turn with a permission round trip, on SQLite), streamed ``session/update`` notifications per second, idle memory
-(RSS) and memory per idle session with 1,000 sessions open. Run alone with ``.venv/bin/python -m bench acp``.
+Every figure has its baseline measured in the same run, on the official ACP Python SDK: a bare agent that stores
+nothing, answers ``initialize`` and ``session/new``, and answers a prompt with one ``agent_message_chunk``. Rows:
+process start to the ``initialize`` answer; ``session/new``; a text turn with a zero-delay scripted model on SQLite
+(median over 200 turns of one session, and its growth: the median of the last quarter over the first); the first
+streamed chunk after a prompt; a tool turn with a permission round trip; the SQLite transactions (``BEGIN``s) one
+text turn and one approved tool turn run, counted by ``bench/_trace``; streamed ``session/update`` notifications
+per second; idle memory and memory per idle session with 1,000 sessions open. Run alone: ``python -m bench acp``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +28,17 @@ from bench._process import close_process
 
 STARTS = 10
 SESSIONS = 50
+TURNS = 200  # text turns on one session: the median and the growth from the first quarter to the last
 PROMPTS = 100
 STREAM_CHARS = 50_000
 IDLE_SESSIONS = 1_000
 ROOT = Path(__file__).resolve().parents[1]
+TRACE = Path(__file__).resolve().parent / "_trace"
+SDK = "baseline: bare agent on the official ACP Python SDK"
 
-ECHO_AGENT = """
+SDK_AGENT = """
 import asyncio
-from acp import run_agent
+from acp import run_agent, update_agent_message_text
 from acp.schema import InitializeResponse, NewSessionResponse, PromptResponse
 
 class Echo:
@@ -40,9 +47,10 @@ class Echo:
     async def new_session(self, cwd, mcp_servers=None, **kw):
         return NewSessionResponse(session_id="s")
     async def prompt(self, prompt, session_id, **kw):
+        await self.conn.session_update(session_id, update_agent_message_text("ok"))
         return PromptResponse(stop_reason="end_turn")
     def on_connect(self, conn):
-        pass
+        self.conn = conn
 
 asyncio.run(run_agent(Echo()))
 """
@@ -56,6 +64,7 @@ class Client:
         self.buffer = b""
         self.ids = 0
         self.updates = 0
+        self.first_update: float | None = None  # perf_counter of the current request's first update
 
     async def _line(self) -> dict[str, Any]:
         assert self.process.stdout is not None
@@ -70,11 +79,14 @@ class Client:
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         self.ids += 1
+        self.first_update = None
         await self._send({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params})
         while True:
             message = await self._line()
             if message.get("method") == "session/update":
                 self.updates += 1
+                if self.first_update is None and message["params"]["update"]["sessionUpdate"] == "agent_message_chunk":
+                    self.first_update = time.perf_counter()
             elif message.get("method") == "session/request_permission":
                 option = {"outcome": "selected", "optionId": "allow_once"}
                 await self._send({"jsonrpc": "2.0", "id": message["id"], "result": {"outcome": option}})
@@ -82,6 +94,18 @@ class Client:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")
                 return message["result"]
+
+    async def initialize(self) -> None:
+        await self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+
+    async def new_session(self, cwd: Path) -> str:
+        return str((await self.request("session/new", {"cwd": str(cwd), "mcpServers": []}))["sessionId"])
+
+    async def prompt(self, session_id: str, text: str = "hi") -> float:
+        """One prompt; the milliseconds from sending it to its first agent_message_chunk."""
+        started = time.perf_counter()
+        await self.request("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
+        return ((self.first_update or time.perf_counter()) - started) * 1000
 
     def rss_kb(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -95,7 +119,7 @@ def _config(directory: Path, turns: list[dict[str, Any]]) -> Path:
     config = directory / "config.toml"
     config.write_text(
         '[models.m]\nprovider = "scripted"\nscript = "script.json"\n'
-        f'[agents.bench]\nmodel = "m"\nmax_rounds = {2 * PROMPTS + 10}\n'
+        f'[agents.bench]\nmodel = "m"\nmax_rounds = {2 * TURNS + 10}\n'
     )
     return config
 
@@ -105,28 +129,67 @@ def _agent(directory: Path, config: Path, name: str) -> list[str]:
     return [sys.executable, "-m", "awaken_stdio", "acp", "--config", str(config), "--store", store]
 
 
-async def _spawn(command: list[str], cwd: Path) -> anyio.abc.Process:
+async def _spawn(command: list[str], cwd: Path, begins: Path | None = None) -> anyio.abc.Process:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if begins is not None:  # bench/_trace/sitecustomize.py counts the process's BEGINs into that file
+        env |= {"PYTHONPATH": f"{TRACE}{os.pathsep}{ROOT}", "AWAKEN_BENCH_BEGINS": str(begins)}
     return await anyio.open_process(command, cwd=cwd, env=env, stderr=None)
+
+
+async def _session(command: list[str], cwd: Path, begins: Path | None = None) -> tuple[Client, str]:
+    client = Client(await _spawn(command, cwd, begins))
+    await client.initialize()
+    return client, await client.new_session(cwd)
 
 
 async def _start_ms(command: list[str], cwd: Path) -> float:
     started = time.perf_counter()
     process = await _spawn(command, cwd)
-    client = Client(process)
-    await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    await Client(process).initialize()
     elapsed = (time.perf_counter() - started) * 1000
     await close_process(process)
     return elapsed
 
 
-async def _median_ms(calls: int, call: Any) -> float:
+async def _timed(calls: int, call: Callable[[], Awaitable[Any]]) -> list[float]:
     times = []
     for _ in range(calls):
         started = time.perf_counter()
         await call()
         times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
+    return times
+
+
+def _row(benchmark: str, metric: str, value: float, unit: str, **extra: Any) -> dict[str, Any]:
+    return {"benchmark": benchmark, "metric": metric, "value": value, "unit": unit, **extra}
+
+
+def _growth(times: list[float]) -> float:
+    quarter = len(times) // 4
+    return statistics.median(times[-quarter:]) / statistics.median(times[:quarter])
+
+
+async def _turns(client: Client, sid: str) -> tuple[list[float], list[float]]:
+    """TURNS text turns: each one's milliseconds, and each one's to its first streamed chunk."""
+    total, first = [], []
+    for _ in range(TURNS):
+        started = time.perf_counter()
+        first.append(await client.prompt(sid))
+        total.append((time.perf_counter() - started) * 1000)
+    return total, first
+
+
+def _begins(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+async def _begins_per(client: Client, path: Path, calls: int, call: Callable[[], Awaitable[Any]]) -> float:
+    await call()  # the first may load what later ones reuse
+    before = _begins(path)
+    for _ in range(calls):
+        await call()
+    await anyio.sleep(0.05)
+    return (_begins(path) - before) / calls
 
 
 async def run() -> list[dict[str, Any]]:
@@ -135,82 +198,76 @@ async def run() -> list[dict[str, Any]]:
         d = Path(tmp)
         work = d / "work"
         work.mkdir()
-        (d / "echo.py").write_text(ECHO_AGENT)
-        text_turns = [{"text": "ok"} for _ in range(PROMPTS + 1)]
-        config = _config(d, text_turns)
+        (d / "sdk.py").write_text(SDK_AGENT)
+        sdk = [sys.executable, str(d / "sdk.py")]
+        config = _config(d, [{"text": "ok"} for _ in range(TURNS + 30)])
         ours = [await _start_ms(_agent(d, config, "start"), work) for _ in range(STARTS)]
-        echo = [await _start_ms([sys.executable, str(d / "echo.py")], work) for _ in range(STARTS)]
-        rows.append(
-            {
-                "benchmark": "acp start",
-                "metric": "process start -> initialize answer (median)",
-                "value": statistics.median(ours),
-                "unit": "ms",
-                "baseline": statistics.median(echo),
-                "note": "baseline: bare echo agent on the official ACP Python SDK",
-            }
-        )
+        theirs = [await _start_ms(sdk, work) for _ in range(STARTS)]
+        rows.append(_row("acp start", "process start -> initialize answer (median)", statistics.median(ours), "ms",
+                         baseline=statistics.median(theirs), note=f"goal <= 0.15x; {SDK}"))  # fmt: skip
 
-        process = await _spawn(_agent(d, config, "text"), work)
-        client = Client(process)
-        await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        new = {"cwd": str(work), "mcpServers": []}
-        session: dict[str, Any] = {}
+        client, sid = await _session(_agent(d, config, "text"), work)
+        news = await _timed(SESSIONS, lambda: client.new_session(work))
+        rows.append(_row("acp session/new", "latency (median, SQLite)", statistics.median(news), "ms"))
+        total, first = await _turns(client, sid)
+        await close_process(client.process)
+        client, sid = await _session(sdk, work)
+        sdk_total, sdk_first = await _turns(client, sid)
+        await close_process(client.process)
+        rows += [
+            _row("acp prompt", f"text turn (median of {TURNS}, zero-delay model, SQLite)", statistics.median(total),
+                 "ms", baseline=statistics.median(sdk_total), note=f"goal <= 3 ms (<= 12x); {SDK}, stores nothing"),
+            _row("acp prompt", f"growth over {TURNS} turns (last quarter / first quarter)", _growth(total), "x",
+                 baseline=_growth(sdk_total), note="goal <= 1.2"),
+            _row("acp prompt", "prompt -> first agent_message_chunk (median)", statistics.median(first), "ms",
+                 baseline=statistics.median(sdk_first), note=f"goal <= 3 ms; {SDK}"),
+        ]  # fmt: skip
 
-        async def new_session() -> None:
-            session.update(await client.request("session/new", new))
-
-        rows.append({"benchmark": "acp session/new", "metric": "latency (median, SQLite)",
-                     "value": await _median_ms(SESSIONS, new_session), "unit": "ms"})  # fmt: skip
-        prompt = {"sessionId": session["sessionId"], "prompt": [{"type": "text", "text": "hi"}]}
-        text_ms = await _median_ms(PROMPTS, lambda: client.request("session/prompt", prompt))
-        rows.append({"benchmark": "acp prompt", "metric": "text turn overhead (median, zero-delay model, SQLite)",
-                     "value": text_ms, "unit": "ms"})  # fmt: skip
-        await close_process(process)
+        begins = d / "text.begins"
+        client, sid = await _session(_agent(d, config, "count"), work, begins)
+        per_turn = await _begins_per(client, begins, 20, lambda: client.prompt(sid))
+        await close_process(client.process)
+        rows.append(_row("acp prompt", "SQLite transactions per text turn", per_turn, "BEGINs",
+                         note="goal <= 4; bench/_trace counts them"))  # fmt: skip
 
         tool_turns: list[dict[str, Any]] = []
-        for i in range(PROMPTS):
+        for i in range(PROMPTS + 30):
             call = {"name": "write_file", "arguments": {"path": f"f{i}.txt", "content": "x"}}
             tool_turns += [{"tool_calls": [call]}, {"text": "done"}]
         config = _config(d, tool_turns)
-        process = await _spawn(_agent(d, config, "tool"), work)
-        client = Client(process)
-        await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        sid = (await client.request("session/new", new))["sessionId"]
-        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "write"}]}
-        tool_ms = await _median_ms(PROMPTS, lambda: client.request("session/prompt", prompt))
-        rows.append({"benchmark": "acp prompt", "metric": "tool turn + permission round trip (median, SQLite)",
-                     "value": tool_ms, "unit": "ms", "note": "two model calls, one write_file"})  # fmt: skip
-        await close_process(process)
+        client, sid = await _session(_agent(d, config, "tool"), work)
+        tool_ms = await _timed(PROMPTS, lambda: client.prompt(sid, "write"))
+        await close_process(client.process)
+        rows.append(_row("acp prompt", "tool turn + permission round trip (median, SQLite)", statistics.median(tool_ms),
+                         "ms", note="two model calls, one write_file"))  # fmt: skip
+        begins = d / "tool.begins"
+        client, sid = await _session(_agent(d, config, "toolcount"), work, begins)
+        per_tool = await _begins_per(client, begins, 20, lambda: client.prompt(sid, "write"))
+        await close_process(client.process)
+        rows.append(_row("acp prompt", "SQLite transactions per approved tool turn", per_tool, "BEGINs",
+                         note="goal <= 7 (an approval cycle)"))  # fmt: skip
 
         config = _config(d, [{"text": "x" * STREAM_CHARS, "chunk_chars": 1}])
-        process = await _spawn(_agent(d, config, "stream"), work)
-        client = Client(process)
-        await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        sid = (await client.request("session/new", new))["sessionId"]
+        client, sid = await _session(_agent(d, config, "stream"), work)
         client.updates = 0
         started = time.perf_counter()
-        await client.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+        await client.prompt(sid, "go")
         rate = client.updates / (time.perf_counter() - started)
-        rows.append({"benchmark": "acp stream", "metric": "session/update notifications per second",
-                     "value": rate, "unit": "1/s", "note": f"{client.updates} agent_message_chunk"})  # fmt: skip
-        await close_process(process)
+        await close_process(client.process)
+        rows.append(_row("acp stream", "session/update notifications per second", rate, "1/s",
+                         note=f"{client.updates} agent_message_chunk"))  # fmt: skip
 
         config = _config(d, [{"text": "ok"}])
-        process = await _spawn(_agent(d, config, "idle"), work)
-        client = Client(process)
-        await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        await client.request("session/new", new)
+        client, _ = await _session(_agent(d, config, "idle"), work)
         await anyio.sleep(0.2)
         idle = client.rss_kb()
-        rows.append({"benchmark": "acp memory", "metric": "idle RSS (one session)", "value": idle / 1024, "unit": "MB"})
+        rows.append(_row("acp memory", "idle RSS (one session)", idle / 1024, "MB"))
         for _ in range(IDLE_SESSIONS - 1):
-            await client.request("session/new", new)
+            await client.new_session(work)
         await anyio.sleep(0.2)
         per = (client.rss_kb() - idle) / (IDLE_SESSIONS - 1)
-        rows.append({"benchmark": "acp memory", "metric": f"RSS per idle session ({IDLE_SESSIONS} open)",
-                     "value": per, "unit": "KB"})  # fmt: skip
-        await close_process(process)
+        rows.append(_row("acp memory", f"RSS per idle session ({IDLE_SESSIONS} open)", per, "KB", note="goal <= 10 KB"))
+        await close_process(client.process)
     return rows
 
 

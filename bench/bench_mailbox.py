@@ -34,6 +34,7 @@ from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.runtime.plugins import GateDecision, PhaseContext, Plugin, PluginRegistrar, Suspend
 from awaken_stdio.stores import open_store
+from bench._begins import Begins
 
 CYCLES = 1000
 WAITING_RUNS = 10_000
@@ -74,22 +75,32 @@ def row(metric: str, value: float, unit: str, **extra: Any) -> dict[str, Any]:
     return {"benchmark": "mailbox (sqlite)", "metric": metric, "value": round(value, 3), "unit": unit, **extra}
 
 
-async def cycles_per_second(url: str, concurrency: int) -> float:
-    """``concurrency`` people approving at once, each on their own threads (SQLite still has one writer)."""
+async def cycles_per_second(url: str, concurrency: int, counted: list[float] | None = None) -> float:
+    """``concurrency`` people approving at once, each on their own threads (SQLite still has one writer).
+    ``counted`` gets the SQLite transactions (BEGINs) of one cycle, from ten cycles run after the timed ones."""
     async with open_store(url) as store:
         service = MailboxService(runtime_on(store), MailboxConfig(dispatch_queued=False))
 
+        async def cycle(i: int) -> None:
+            waiting = await service.submit(RunActivation([Message.user("go")], thread_id=f"cycle-{i}"))
+            done = await service.decide(waiting.run_id, [("perm_c1", ToolCallResume.approve())])
+            assert done is not None and done.status == "completed", done
+
         async def person(first: int) -> None:
             for i in range(first, CYCLES, concurrency):
-                waiting = await service.submit(RunActivation([Message.user("go")], thread_id=f"cycle-{i}"))
-                done = await service.decide(waiting.run_id, [("perm_c1", ToolCallResume.approve())])
-                assert done is not None and done.status == "completed", done
+                await cycle(i)
 
         start = time.perf_counter()
         async with anyio.create_task_group() as tg:
             for first in range(concurrency):
                 tg.start_soon(person, first)
-        return CYCLES / (time.perf_counter() - start)
+        rate = CYCLES / (time.perf_counter() - start)
+        if counted is not None:
+            begins = await Begins.on(store)
+            for i in range(10):
+                await cycle(CYCLES + i)
+            counted.append(begins.count / 10)
+        return rate
 
 
 def dead_owner() -> str:
@@ -142,7 +153,8 @@ async def recovery(url: str, run_ids: list[str]) -> tuple[float, float, int]:
 
 async def run() -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
-        rate = await cycles_per_second(f"sqlite://{Path(tmp)}/cycles.db", 1)
+        begins: list[float] = []
+        rate = await cycles_per_second(f"sqlite://{Path(tmp)}/cycles.db", 1, begins)
         memory = await cycles_per_second("memory://", 1)  # the baseline: the same cycle with no disk at all
         concurrent = await cycles_per_second(f"sqlite://{Path(tmp)}/concurrent.db", CONCURRENCY)
         url = f"sqlite://{Path(tmp)}/recovery.db"
@@ -159,6 +171,7 @@ async def run() -> list[dict[str, Any]]:
             ratio=round(rate / memory, 2),
             note=f"{CYCLES} cycles; baseline: in memory; aim >= 500/s",
         ),
+        row("SQLite transactions per approval cycle", begins[0], "BEGINs", note="goal <= 7"),
         row(f"suspend -> decide -> resume, {CONCURRENCY} at once", concurrent, "cycles/s", note="aim >= 500/s"),
         row(f"restart: list {count:,} waiting runs", listed, "s", note="from opening the store; aim <= 1 s"),
         row("restart: approve one, run finished", resumed, "s", note="from opening the store; aim <= 5 s"),
