@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from awaken_stdio._version import __version__ as __version__
 
 _EXPORTS: dict[str, str] = {
     "AgentEvent": "awaken_stdio.contract.events",

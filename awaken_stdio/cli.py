@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from awaken_stdio import __version__
+    from awaken_stdio._version import __version__
 
     return __version__
 

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from awaken_stdio import __version__
+from awaken_stdio._version import __version__
 from awaken_stdio.app.config_file import ConfigFile, read_config_file, store_url
 
 if TYPE_CHECKING:

@@ -8,12 +8,16 @@ config never slows the protocol servers' first answer.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from awaken_stdio.contract.agent import ModelSpec
 from awaken_stdio.contract.errors import ConfigError
-from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, ModelCapabilities, StreamChunk
+
+if TYPE_CHECKING:  # annotations only: the ACP server imports ``providers.families`` before its first answer
+    from collections.abc import AsyncIterator
+
+    from awaken_stdio.contract.agent import ModelSpec
+    from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, ModelCapabilities, StreamChunk
 
 __all__ = ["LazyExecutor", "create_executor", "load_provider"]
 

@@ -30,7 +30,7 @@ from awaken_stdio.contract.messages import (
     ResourceLinkBlock,
     TextBlock,
 )
-from awaken_stdio.model_defaults import family_capabilities
+from awaken_stdio.providers.families import family_capabilities
 
 __all__ = [
     "ErrorMapper",

@@ -54,7 +54,7 @@ from awaken_stdio.contract.inference import (
     UsageChunk,
 )
 from awaken_stdio.contract.messages import TextBlock, model_turns
-from awaken_stdio.model_defaults import SCRIPTED_MEDIA_INPUT
+from awaken_stdio.providers.families import SCRIPTED_MEDIA_INPUT
 
 __all__ = [
     "DEFAULT_CHUNK_CHARS",

@@ -48,7 +48,7 @@ from awaken_stdio.contract.stores import (
     Store,
     ThreadRecord,
 )
-from awaken_stdio.stores._base import BaseStore
+from awaken_stdio.stores._base import BaseStore, drive
 from awaken_stdio.stores._codec import (
     check_count,
     check_run_thread,
@@ -60,11 +60,14 @@ from awaken_stdio.stores._codec import (
     session_from_json,
     thread_from_json,
 )
+from awaken_stdio.stores.mailbox_core import MailboxBase, Op
+from awaken_stdio.stores.mailbox_memory import MailboxTables
 from awaken_stdio.stores.migrations import APPLICATION
 
-__all__ = ["FORMAT", "FileStore"]
+__all__ = ["FORMAT", "FileMailbox", "FileStore"]
 
 T = TypeVar("T")
+MAILBOX_FILE = "mailbox.json"
 FORMAT = 1
 MARKER = "awaken-store.json"
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -150,9 +153,7 @@ class FileStore(BaseStore, Store):
 
     @cached_property
     def mailbox(self) -> MailboxStore:  # pyright: ignore[reportIncompatibleMethodOverride]  # read-only, as declared
-        """The mailbox lives in ``mailbox.json`` beside the threads, under the same lock (``mailbox_memory.py``)."""
-        from awaken_stdio.stores.mailbox_memory import FileMailbox
-
+        """The mailbox lives in ``mailbox.json`` beside the threads, under the same lock (:class:`FileMailbox`)."""
         return FileMailbox(self)
 
     async def _close(self) -> None:
@@ -425,3 +426,24 @@ class FileStore(BaseStore, Store):
 
     async def delete_grant(self, grant_id: str) -> None:
         await self._run(self._grant_path(grant_id).unlink, True)
+
+
+class FileMailbox(MailboxBase):
+    """The mailbox tables (``mailbox_memory.MailboxTables``) in ``mailbox.json``, rewritten under the store's lock."""
+
+    def __init__(self, store: FileStore) -> None:
+        self._store = store
+
+    def _apply(self, fn: Op[T]) -> T:
+        path = self._store.root / MAILBOX_FILE
+        tables = MailboxTables.from_json(_read(path) or {})
+        result = drive(fn(tables))
+        if tables.dirty:
+            _write_atomic(path, dumps(tables.to_json()))
+        return result
+
+    async def _write(self, fn: Op[T]) -> T:
+        return await self._store._run(lambda: self._apply(fn))
+
+    async def _read(self, fn: Op[T]) -> T:
+        return await self._write(fn)

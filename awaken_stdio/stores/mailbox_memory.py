@@ -1,29 +1,24 @@
-"""The mailbox of ``memory://`` (dicts of this process) and of ``file://`` (the same tables in one JSON file).
+"""The mailbox of ``memory://`` (dicts of this process), and its tables, which ``file://`` keeps in one JSON file.
 
 The memory mailbox runs the shared logic (``mailbox_core``) on dicts without an ``await`` in the middle, so each
-operation is atomic on the event loop. The file mailbox keeps the same tables in ``mailbox.json`` in the store
-directory: each operation, under the store's ``flock``, loads the file, runs the same logic and replaces the file
-atomically if it changed. That costs a whole-file rewrite per write, which suits the file backend (a handful of
+operation is atomic on the event loop. The file mailbox (``file.py``) keeps the same tables in ``mailbox.json`` in
+the store directory: each operation, under the store's ``flock``, loads the file, runs the same logic and replaces
+the file atomically if it changed. That costs a whole-file rewrite per write, which suits the file backend (a handful of
 processes, terminal rows purged after a day) and needs no database beside the JSON files people can read.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from awaken_stdio.contract.mailbox import TERMINAL_STATUSES, EffectRecord, RunDispatch
-from awaken_stdio.stores._base import drive
-from awaken_stdio.stores._codec import FAR, dumps
+from awaken_stdio.stores._codec import FAR
 from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op
 
-if TYPE_CHECKING:
-    from awaken_stdio.stores.file import FileStore
-
-__all__ = ["FileMailbox", "MailboxTables", "MemoryMailbox"]
+__all__ = ["MailboxTables", "MemoryMailbox"]
 
 T = TypeVar("T")
-FILE_NAME = "mailbox.json"
 
 
 def _order(d: RunDispatch) -> tuple[int, int, str]:
@@ -194,27 +189,6 @@ class MemoryMailbox(MailboxBase):
     async def _write(self, fn: Op[T]) -> T:
         self._check_open()
         return await fn(self._tables)
-
-    async def _read(self, fn: Op[T]) -> T:
-        return await self._write(fn)
-
-
-class FileMailbox(MailboxBase):
-    def __init__(self, store: FileStore) -> None:
-        self._store = store
-
-    def _apply(self, fn: Op[T]) -> T:
-        from awaken_stdio.stores.file import _read, _write_atomic  # here: memory:// never loads file.py
-
-        path = self._store.root / FILE_NAME
-        tables = MailboxTables.from_json(_read(path) or {})
-        result = drive(fn(tables))
-        if tables.dirty:
-            _write_atomic(path, dumps(tables.to_json()))
-        return result
-
-    async def _write(self, fn: Op[T]) -> T:
-        return await self._store._run(lambda: self._apply(fn))
 
     async def _read(self, fn: Op[T]) -> T:
         return await self._write(fn)

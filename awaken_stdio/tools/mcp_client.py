@@ -654,7 +654,7 @@ async def _list_all(session: ClientSession) -> list[mcp_types.Tool]:
 def _client_info() -> mcp_types.Implementation:
     from mcp_types import Implementation
 
-    from awaken_stdio import __version__
+    from awaken_stdio._version import __version__
 
     return Implementation(name="awaken-stdio", version=__version__)
 

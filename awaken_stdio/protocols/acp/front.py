@@ -8,7 +8,7 @@ its text, then the process exits 2 with one stderr line naming it (``protocols/l
 SIGTERM and SIGINT).
 
 What ``initialize`` says is read from the raw data: whether the default agent's model is usable (``authMethods``)
-and what it accepts (``promptCapabilities``, from ``model_defaults.py`` or a scripted model's script). This module
+and what it accepts (``promptCapabilities``, from ``providers/families.py`` or a scripted model's script). This module
 owns the method table; ``AcpServer`` owns what each method does.
 """
 
@@ -27,7 +27,6 @@ import anyio.lowlevel
 
 from awaken_stdio.app.startup import Startup, loaded_heavy_modules, server_info
 from awaken_stdio.contract.errors import ConfigError
-from awaken_stdio.model_defaults import SCRIPTED_MEDIA_INPUT, family_capabilities
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
     JsonRpcError,
@@ -38,6 +37,7 @@ from awaken_stdio.protocols.jsonrpc import (
     RequestHandler,
 )
 from awaken_stdio.protocols.lifecycle import Lifecycle
+from awaken_stdio.providers.families import SCRIPTED_MEDIA_INPUT, family_capabilities
 
 if TYPE_CHECKING:
     from awaken_stdio.app.config_file import ConfigFile
