@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "Config": "awaken_stdio.app.config",
     "ConfigError": "awaken_stdio.contract.errors",
     "DecisionTargetNotFound": "awaken_stdio.contract.errors",
+    "FileChange": "awaken_stdio.contract.preview",
     "FunctionModel": "awaken_stdio.providers.scripted",
     "HandoffPlugin": "awaken_stdio.runtime.handoff",
     "InferenceRequest": "awaken_stdio.contract.inference",
@@ -87,6 +88,7 @@ _EXPORTS: dict[str, str] = {
     "ToolError": "awaken_stdio.contract.errors",
     "ToolFailure": "awaken_stdio.contract.errors",
     "ToolOutput": "awaken_stdio.contract.tools",
+    "ToolPreview": "awaken_stdio.contract.preview",
     "ToolResult": "awaken_stdio.contract.tools",
     "UsageError": "awaken_stdio.contract.errors",
 }
@@ -116,6 +118,7 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, ModelPricing, StreamResult, TokenUsage
     from awaken_stdio.contract.lifecycle import TerminationReason
     from awaken_stdio.contract.messages import Message
+    from awaken_stdio.contract.preview import FileChange, ToolPreview
     from awaken_stdio.contract.profile import ProfileAccess, ProfileKey, StateScope
     from awaken_stdio.contract.state import MutationBatch, PersistedState, Snapshot, StateCommand, StateKey, StateMap
     from awaken_stdio.contract.suspension import SuspendTicket, ToolCallResume

@@ -325,10 +325,14 @@ async def _runs_list(args: argparse.Namespace, store: Store) -> int:
 @_with_store
 async def _runs_show(args: argparse.Namespace, store: Store) -> int:
     run = _found(await store.load_run(args.id), f"run {args.id}")
-    if args.json:
-        _print_json({**run_json(run), "steps": run.steps, "usage": run.usage.to_json(), "response": run.response})
-        return 0
     data = run_json(run)
+    previews = [t.preview for t in run.waiting.tickets] if run.waiting else []
+    if args.json:  # each pending call with what approving it would do (its whole diff), when the tool could tell
+        for pending, preview in zip(data["pending"], previews, strict=True):
+            if preview is not None:
+                pending["preview"] = preview.to_json()
+        _print_json({**data, "steps": run.steps, "usage": run.usage.to_json(), "response": run.response})
+        return 0
     for key in ("run_id", "thread_id", "session_id", "agent_id", "status", "created_at", "updated_at"):
         _print_field(key, data[key])
     _print_field("steps", run.steps)
@@ -336,9 +340,11 @@ async def _runs_show(args: argparse.Namespace, store: Store) -> int:
         _print_field("response", run.response)
     if run.error:
         _print_field("error", run.error)
-    for p in data["pending"]:
+    for p, preview in zip(data["pending"], previews, strict=True):
         args_text = json.dumps(p["arguments"], ensure_ascii=False)
         print(f"pending     {p['tool_call_id']}  {p['tool']} {args_text}  ({p['reason']})")
+        if preview is not None and (summary := preview.summary()):
+            print("\n".join(f"            {line}" for line in summary.splitlines()))
     return 0
 
 

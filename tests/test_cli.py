@@ -130,6 +130,19 @@ async def test_runs_reject_and_cancel_answer_waiting_runs(tmp_path: Path) -> Non
 
 
 @pytest.mark.anyio
+async def test_runs_show_prints_what_approving_would_do(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/awaken.db"
+    (tmp_path / "x.txt").write_text("old\n")
+    (run_id,) = await _waiting_runs(url, tmp_path, 1)
+    shown = cli("runs", "show", run_id, "--store", url)
+    assert shown.returncode == 0, shown.stderr
+    assert "--- a/x.txt" in shown.stdout and "-old" in shown.stdout and "+x" in shown.stdout
+    pending = json.loads(cli("runs", "show", run_id, "--json", "--store", url).stdout)["pending"]
+    change = {"path": str(tmp_path / "x.txt"), "old_text": "old\n", "new_text": "x"}
+    assert pending[0]["preview"] == {"changes": [change], "cwd": str(tmp_path)}
+
+
+@pytest.mark.anyio
 async def test_sessions_list_show_and_delete(tmp_path: Path) -> None:
     from awaken_stdio.contract.stores import SessionRecord
 

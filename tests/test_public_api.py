@@ -24,7 +24,7 @@ def test_the_public_api_lists_every_name_a_user_needs() -> None:
         # models
         "LlmExecutor", "InferenceRequest", "StreamResult", "ScriptedModel", "FunctionModel",
         # tools
-        "tool", "Tool", "ToolDescriptor", "ToolCallContext", "ToolOutput", "ToolResult",
+        "tool", "Tool", "ToolDescriptor", "ToolCallContext", "ToolOutput", "ToolResult", "ToolPreview", "FileChange",
         # plugins and state
         "Plugin", "PluginRegistrar", "Phase", "PhaseContext", "Block", "Suspend", "SetResult", "StateKey", "StateMap",
         "Snapshot", "MutationBatch", "StateCommand", "PersistedState", "StateStore", "ProfileKey", "ProfileAccess",

@@ -172,38 +172,19 @@ class View:
             self.note(f"… {len(lines) - _DIFF_LINES} more diff lines")
 
     def question(self, call: dict[str, Any]) -> str:
-        """Show what a permission request is about (its diffs, else the one its arguments describe); the title to
-        ask about."""
+        """Show what a permission request is about (the diffs the agent worked out before asking, the command and
+        where it runs); the title to ask about."""
         self.pause()
         known = self._calls.setdefault(
             call.get("toolCallId", ""), _Call(call.get("title") or "a tool call", call.get("kind", "other"))
         )
-        diffs = [item for item in call.get("content") or [] if item.get("type") == "diff"]
-        proposed = self._proposed(call.get("rawInput"))
-        for diff in diffs or ([proposed] if proposed else []):
-            self.diff(diff)
-            known.diff_shown = True
+        for item in call.get("content") or []:
+            if item.get("type") == "diff":
+                self.diff(item)
+                known.diff_shown = True
+            elif item.get("type") == "content":
+                self.console.print(Markdown(item.get("content", {}).get("text", ""), code_theme=_CODE_THEME))
         return call.get("title") or known.title
-
-    def _proposed(self, args: Any) -> dict[str, Any] | None:
-        """The change an edit's arguments describe (``path`` with ``content``, or ``old_text``/``new_text``), read
-        against the file on disk: agents do not always send the diff with the question."""
-        if not isinstance(args, dict) or not isinstance(args.get("path"), str):
-            return None
-        path = self.cwd / args["path"]
-        try:
-            current: str | None = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            current = None
-        old, new = args.get("old_text"), args.get("new_text")
-        if isinstance(old, str) and isinstance(new, str):
-            if current is None or old not in current:
-                return {"path": str(path), "oldText": old, "newText": new}
-            count = -1 if args.get("replace_all") else 1
-            return {"path": str(path), "oldText": current, "newText": current.replace(old, new, count)}
-        if isinstance(args.get("content"), str):
-            return {"path": str(path), "oldText": current, "newText": args["content"]}
-        return None
 
     def _shown(self, path: str) -> str:
         """A path as the diff header shows it: relative to the working directory when inside it."""

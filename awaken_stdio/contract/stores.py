@@ -18,6 +18,7 @@ from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import RunOutcome, RunStatus, TerminationReason
 from awaken_stdio.contract.mailbox import MailboxStore
 from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.profile import ProfileStore
 from awaken_stdio.contract.state import PersistedState
 from awaken_stdio.contract.suspension import OUTCOME_UNKNOWN_ACTION, ResumeMode, WaitingReason
@@ -73,6 +74,7 @@ class WaitingTicket:
     reason: str  # the suspension's action, e.g. tool:PermissionConfirm
     message: str = ""
     updated_at: int = field(default_factory=now_ms)
+    preview: ToolPreview | None = None  # what approving would do (the diff, the command), worked out before asking
 
     @property
     def outcome_unknown(self) -> bool:
@@ -89,6 +91,7 @@ class WaitingTicket:
             "reason": self.reason,
             "message": self.message,
             "updated_at": self.updated_at,
+            **({"preview": self.preview.to_json()} if self.preview is not None else {}),
         }
 
     @staticmethod
@@ -102,6 +105,7 @@ class WaitingTicket:
             d.get("reason", ""),
             d.get("message", ""),
             int(d.get("updated_at", 0)),
+            ToolPreview.from_json(d["preview"]) if d.get("preview") else None,
         )
 
 

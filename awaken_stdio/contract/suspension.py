@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from awaken_stdio.contract.ids import new_id, now_ms
+from awaken_stdio.contract.preview import ToolPreview
 
 __all__ = [
     "OUTCOME_UNKNOWN_ACTION",
@@ -40,6 +41,7 @@ class Suspension:
     message: str = ""
     parameters: Any = None
     response_schema: dict[str, Any] | None = None
+    preview: ToolPreview | None = None  # what the call would do if approved, worked out before asking
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,7 @@ class SuspendTicket:
                 "message": s.message,
                 "parameters": s.parameters,
                 **({"response_schema": s.response_schema} if s.response_schema is not None else {}),
+                **({"preview": s.preview.to_json()} if s.preview is not None else {}),
             },
             "pending": {"id": self.pending.id, "name": self.pending.name, "arguments": self.pending.arguments},
             "resume_mode": self.resume_mode,
@@ -73,7 +76,14 @@ class SuspendTicket:
     def from_json(d: dict[str, Any]) -> SuspendTicket:
         s, p = d["suspension"], d["pending"]
         return SuspendTicket(
-            Suspension(s["id"], s["action"], s.get("message", ""), s.get("parameters"), s.get("response_schema")),
+            Suspension(
+                s["id"],
+                s["action"],
+                s.get("message", ""),
+                s.get("parameters"),
+                s.get("response_schema"),
+                ToolPreview.from_json(s["preview"]) if s.get("preview") else None,
+            ),
             PendingToolCall(p["id"], p["name"], p.get("arguments")),
             d.get("resume_mode", "replay_tool_call"),
         )

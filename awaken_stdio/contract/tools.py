@@ -9,6 +9,7 @@ waits or is blocked.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,6 +24,7 @@ from awaken_stdio.contract.state import Snapshot, StateCommand, StateKey, V
 if TYPE_CHECKING:
     from awaken_stdio.contract.events import AgentEvent
     from awaken_stdio.contract.identity import RunIdentity
+    from awaken_stdio.contract.preview import ToolPreview
     from awaken_stdio.contract.profile import ProfileAccess
     from awaken_stdio.contract.suspension import SuspendTicket, ToolCallResume
 
@@ -37,6 +39,8 @@ __all__ = [
     "ToolStatus",
     "infer_tool_kind",
 ]
+
+log = logging.getLogger(__name__)
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
 ToolStatus = Literal["success", "pending", "error"]
@@ -260,6 +264,12 @@ class Tool(ABC):
     async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> ToolResult | ToolOutput | Any:
         """Run the call. A plain return value becomes a success result; a raised error becomes a failed one."""
 
+    async def preview(self, args: dict[str, Any], ctx: ToolCallContext) -> ToolPreview | None:
+        """What the call would do, for a person deciding whether to approve it (the runtime asks before suspending
+        a call for approval). Read, never change: the call may be rejected. ``None``: nothing worth showing; a
+        raised ``ToolError`` says the call would fail as things stand."""
+        return None
+
     @property
     def name(self) -> str:
         return self.descriptor.name
@@ -279,4 +289,23 @@ def tool_error_result(tool_name: str, exc: BaseException) -> ToolResult:
     return ToolResult.error(tool_name, f"Execution failed: {exc or type(exc).__name__}")
 
 
-__all__ += ["EMPTY_SCHEMA", "tool_error_result"]
+PREVIEW_TIMEOUT_S = 10.0
+"""A preview may read through the editor: a stuck editor must not hold up the question."""
+
+
+async def preview_call(tool: Tool, args: Any, ctx: ToolCallContext) -> ToolPreview | None:
+    """``tool.preview`` as shown before asking. A call that would fail as things stand says so (the preview's
+    ``note``); a preview that breaks or hangs is left out rather than holding up the question."""
+    from awaken_stdio.contract.preview import ToolPreview
+
+    try:
+        with anyio.fail_after(PREVIEW_TIMEOUT_S):
+            return await tool.preview(tool.validate_args(args), ctx)
+    except ToolError as exc:
+        return ToolPreview(note=f"As things stand, this call would fail: {exc}")
+    except Exception:
+        log.warning("no preview of %s call %s", tool.name, ctx.call_id, exc_info=True)
+        return None
+
+
+__all__ += ["EMPTY_SCHEMA", "PREVIEW_TIMEOUT_S", "preview_call", "tool_error_result"]

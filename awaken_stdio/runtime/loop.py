@@ -64,7 +64,15 @@ from awaken_stdio.contract.suspension import (
     ToolCallResume,
     waiting_reason_for,
 )
-from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext, ToolOutput, ToolResult, tool_error_result
+from awaken_stdio.contract.tools import (
+    CancelToken,
+    Tool,
+    ToolCallContext,
+    ToolOutput,
+    ToolResult,
+    preview_call,
+    tool_error_result,
+)
 from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.runtime.compaction import Compactor, model_view
 from awaken_stdio.runtime.executors import INTERRUPTED, CallResult, executor_for
@@ -797,6 +805,7 @@ class AgentLoop:
     async def _suspend_call(
         self, call: ToolCall, ticket: SuspendTicket, message: str, metadata: dict[str, Any] | None = None
     ) -> None:
+        ticket = await self._with_preview(call, ticket)
         state = ToolCallState(
             call.id,
             call.name,
@@ -811,6 +820,17 @@ class AgentLoop:
         await self.commit(StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state)))
         result = replace(ToolResult.suspended(call.name, ticket, message), metadata=dict(metadata or {}))
         await self.emit(ToolCallDone(call.id, new_id(), result, "suspended"))
+
+    async def _with_preview(self, call: ToolCall, ticket: SuspendTicket) -> SuspendTicket:
+        """``ticket`` with what approving would do (``Tool.preview``), worked out now through the call's own context
+        (the editor's file system when there is one)."""
+        tool = self._tool(call.name)
+        if tool is None or ticket.resume_mode != "replay_tool_call" or ticket.suspension.preview is not None:
+            return ticket
+        preview = await preview_call(tool, call.arguments, self._call_context(call, self.state.snapshot(), None))
+        if preview is None:
+            return ticket
+        return replace(ticket, suspension=replace(ticket.suspension, preview=preview))
 
     # -- suspension and resume ----------------------------------------------------------------------------------
 
@@ -828,6 +848,7 @@ class AgentLoop:
                     t.suspension.action,
                     t.suspension.message,
                     s.updated_at,
+                    t.suspension.preview,
                 )
             )
         return WaitingState(waiting_reason_for("suspended"), tuple(tickets))

@@ -24,7 +24,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, is_dataclass
 from typing import Annotated, Any, get_args, get_origin, overload
 
@@ -36,6 +36,7 @@ from pydantic_core import to_jsonable_python
 from typing_extensions import is_typeddict
 
 from awaken_stdio.contract.errors import ToolFailure
+from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import (
     Tool,
     ToolCallContext,
@@ -109,6 +110,7 @@ class FunctionTool(Tool):
         summary, self._param_docs = parse_docstring(inspect.getdoc(func))
         self._description = description if description is not None else summary
         self._is_async = inspect.iscoroutinefunction(func)
+        self._previewer: Callable[..., Awaitable[ToolPreview | None]] | None = None
 
     @property
     def name(self) -> str:
@@ -157,6 +159,26 @@ class FunctionTool(Tool):
             ctx.cancel.cancel()  # an abandoned thread keeps running: tell it to stop
             raise
         return _json_ready(value)
+
+    def previewer(
+        self, func: Callable[..., Awaitable[ToolPreview | None]]
+    ) -> Callable[..., Awaitable[ToolPreview | None]]:
+        """Decorate the async function that describes a call before it runs (see ``Tool.preview``). It takes the
+        tool's own parameters (the context included) and returns a ``ToolPreview`` or None::
+
+            @write_file.previewer
+            async def _(ctx: ToolCallContext, path: str, content: str) -> ToolPreview: ...
+        """
+        if not inspect.iscoroutinefunction(func):
+            raise ValueError(f"tool {self._name!r}: a previewer must be an async function")
+        self._previewer = func
+        return func
+
+    async def preview(self, args: dict[str, Any] | None, ctx: ToolCallContext) -> ToolPreview | None:
+        if self._previewer is None:
+            return None
+        posargs, kwargs = self._signature.call_args(self._signature.validate(args), ctx)
+        return await self._previewer(*posargs, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)

@@ -16,10 +16,15 @@ def view(cwd: Path) -> tuple[View, io.StringIO]:
     return View(Console(file=out, width=100), str(cwd)), out
 
 
-def test_a_question_shows_the_change_its_arguments_describe_against_the_file(tmp_path: Path) -> None:
-    (tmp_path / "a.txt").write_text("one\ntwo\nthree\n")
+def test_a_question_shows_the_diff_the_agent_sent_with_it(tmp_path: Path) -> None:
     shown, out = view(tmp_path)
-    call = {"toolCallId": "c1", "title": "Edit file a.txt", "kind": "edit",
+    diff = {
+        "type": "diff",
+        "path": str(tmp_path / "a.txt"),
+        "oldText": "one\ntwo\nthree\n",
+        "newText": "one\n2\nthree\n",
+    }
+    call = {"toolCallId": "c1", "title": "Edit file a.txt", "kind": "edit", "content": [diff],
             "rawInput": {"path": "a.txt", "old_text": "two", "new_text": "2"}}  # fmt: skip
     assert shown.question(call) == "Edit file a.txt"
     assert out.getvalue().splitlines() == [
@@ -31,17 +36,24 @@ def test_a_question_shows_the_change_its_arguments_describe_against_the_file(tmp
         "+2",
         " three",
     ]
-    diff = {"type": "diff", "path": str(tmp_path / "a.txt"), "oldText": "two", "newText": "2"}
     shown.update({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed", "content": [diff]})
     assert out.getvalue().count("-two") == 1  # the diff asked about is not drawn again
 
 
 def test_a_question_about_a_new_file_shows_all_of_it_added(tmp_path: Path) -> None:
     shown, out = view(tmp_path)
-    shown.question(
-        {"toolCallId": "c1", "title": "Write file new.py", "rawInput": {"path": "new.py", "content": "x = 1\n"}}
-    )
+    diff = {"type": "diff", "path": str(tmp_path / "new.py"), "oldText": None, "newText": "x = 1\n"}
+    shown.question({"toolCallId": "c1", "title": "Write file new.py", "content": [diff]})
     assert "+x = 1" in out.getvalue() and "@@ -0,0 +1 @@" in out.getvalue()
+
+
+def test_a_question_about_a_command_shows_it_and_where_it_runs(tmp_path: Path) -> None:
+    shown, out = view(tmp_path)
+    text = f"```sh\nmake test\n```\nin `{tmp_path}`"
+    shown.question({"toolCallId": "c1", "title": "Run command: make test", "kind": "execute",
+                    "content": [{"type": "content", "content": {"type": "text", "text": text}}]})  # fmt: skip
+    assert "make test" in out.getvalue() and str(tmp_path) in out.getvalue()
+    assert "```" not in out.getvalue()  # drawn as markdown, not shown raw
 
 
 def test_long_output_is_cut_and_a_failure_says_so(tmp_path: Path) -> None:

@@ -25,10 +25,11 @@ from awaken_stdio.contract.events import (
 )
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import ToolDescriptor, ToolResult, infer_tool_kind
 from awaken_stdio.protocols.acp.wire import content_block_to_wire
 
-__all__ = ["DescriptorLookup", "TurnEncoder", "replay", "stop_reason", "tool_call", "tool_title"]
+__all__ = ["DescriptorLookup", "TurnEncoder", "preview_fields", "replay", "stop_reason", "tool_call", "tool_title"]
 
 DescriptorLookup = Callable[[str], ToolDescriptor | None]
 
@@ -90,6 +91,25 @@ def _text_content(text: str) -> dict[str, Any]:
     return {"type": "content", "content": {"type": "text", "text": text}}
 
 
+def _diff_content(path: str, old_text: str | None, new_text: str) -> dict[str, Any]:
+    return {"type": "diff", "path": path, "oldText": old_text, "newText": new_text}
+
+
+def preview_fields(preview: ToolPreview) -> dict[str, Any]:
+    """``content`` and ``locations`` of a permission request's tool call: the diffs approving would make, the
+    command and where it runs, and what else to know (a call that would fail as things stand)."""
+    content = [_diff_content(c.path, c.old_text, c.new_text) for c in preview.changes]
+    if preview.command is not None:
+        where = f"\nin `{preview.cwd}`" if preview.cwd else ""
+        content.append(_text_content(f"```sh\n{preview.command}\n```{where}"))
+    if preview.note:
+        content.append(_text_content(preview.note))
+    locations = [{"path": c.path} for c in preview.changes]
+    if preview.command is not None and preview.cwd:
+        locations.append({"path": preview.cwd})
+    return {"content": content, "locations": locations} if locations else {"content": content}
+
+
 def _result_fields(data: Any, metadata: dict[str, Any] | None, text: str, failed: bool) -> dict[str, Any]:
     """``content``, ``locations`` and ``rawOutput`` of a finished call: a diff for edits, the terminal for commands."""
     fields: dict[str, Any] = {"rawOutput": data}
@@ -97,9 +117,7 @@ def _result_fields(data: Any, metadata: dict[str, Any] | None, text: str, failed
     if isinstance(data, dict):
         diff = data.get("diff")
         if isinstance(diff, dict) and not failed:
-            content.append(
-                {"type": "diff", "path": diff["path"], "oldText": diff.get("old_text"), "newText": diff["new_text"]}
-            )
+            content.append(_diff_content(diff["path"], diff.get("old_text"), diff["new_text"]))
         terminal = data.get("terminal_id")
         if isinstance(terminal, str):
             content.append({"type": "terminal", "terminalId": terminal})

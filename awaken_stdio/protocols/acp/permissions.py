@@ -1,6 +1,8 @@
 """``session/request_permission``: asking the person about a suspended tool call, and reading the answer.
 
-The answer becomes a runtime decision (``ToolCallResume``); remembering "always" is the permission plugin's job
+The request shows what approving would do (the call's preview: ACP ``diff`` content for edits, the command and where
+it runs), and says so when the call is asked again because a crash left its earlier attempt's outcome unknown. The
+answer becomes a runtime decision (``ToolCallResume``); remembering "always" is the permission plugin's job
 (its ``on_decision`` hook sees the policy in the decision), so nothing here stores anything. A ``cancelled``
 outcome, or an answer we cannot read, is ``None``: the caller cancels the turn.
 """
@@ -9,16 +11,52 @@ from __future__ import annotations
 
 import logging
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
+from awaken_stdio.contract.preview import ToolPreview
+from awaken_stdio.contract.stores import WaitingTicket
 from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.tools import ToolDescriptor
+from awaken_stdio.protocols.acp.encoder import preview_fields, tool_call
 from awaken_stdio.protocols.jsonrpc import JsonRpcPeer
 
-__all__ = ["ask_permission", "permission_options"]
+__all__ = ["Question", "ask_permission", "permission_options"]
 
 log = logging.getLogger(__name__)
 
 _COMMAND_TOOL = "run_command"
+_UNKNOWN_TITLE = " (run again? the earlier attempt's outcome is unknown)"
+_UNKNOWN_TEXT = "The earlier attempt was interrupted; its outcome is unknown."
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One suspended call to ask about: ``unknown`` is the note of a call asked again after a crash interrupted it."""
+
+    call_id: str
+    tool_name: str
+    arguments: Any
+    unknown: str | None = None
+    preview: ToolPreview | None = None
+
+    @staticmethod
+    def of(ticket: WaitingTicket) -> Question:
+        unknown = ticket.message if ticket.outcome_unknown else None
+        return Question(ticket.tool_call_id, ticket.tool_name, ticket.arguments, unknown, ticket.preview)
+
+    def tool_call(self, descriptor: ToolDescriptor | None) -> dict[str, Any]:
+        """The ``toolCall`` of the request: what approving would do, and whether it may be a second time."""
+        call = tool_call(self.call_id, self.tool_name, self.arguments, descriptor)
+        del call["sessionUpdate"]
+        fields = preview_fields(self.preview) if self.preview is not None else {"content": []}
+        if self.unknown is not None:
+            call["title"] += _UNKNOWN_TITLE
+            text = {"type": "content", "content": {"type": "text", "text": self.unknown or _UNKNOWN_TEXT}}
+            fields["content"].insert(0, text)
+        if fields["content"] or "locations" in fields:
+            call.update(fields)
+        return call
 
 
 def _program(args: Any) -> str | None:
@@ -63,13 +101,13 @@ def _decision(answer: Any) -> ToolCallResume | None:
 
 
 async def ask_permission(
-    peer: JsonRpcPeer, session_id: str, tool_call: dict[str, Any], tool_name: str, args: Any
+    peer: JsonRpcPeer, session_id: str, question: Question, descriptor: ToolDescriptor | None
 ) -> ToolCallResume | None:
     """Ask the client; the decision, or ``None`` when the person cancelled (the turn is then cancelled)."""
-    call = {k: v for k, v in tool_call.items() if k != "sessionUpdate"}
+    options = permission_options(question.tool_name, question.arguments)
     answer = await peer.request(
         "session/request_permission",
-        {"sessionId": session_id, "toolCall": call, "options": permission_options(tool_name, args)},
+        {"sessionId": session_id, "toolCall": question.tool_call(descriptor), "options": options},
         cancel_method="$/cancel_request",  # a question withdrawn (decided elsewhere) is withdrawn in the editor too
     )
     return _decision(answer)

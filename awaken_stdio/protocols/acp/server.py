@@ -31,7 +31,7 @@ from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.protocols.acp import commands
 from awaken_stdio.protocols.acp.encoder import DescriptorLookup, TurnEncoder, replay, stop_reason, tool_call
 from awaken_stdio.protocols.acp.front import RESOURCE_NOT_FOUND, auth_required, model_problem
-from awaken_stdio.protocols.acp.permissions import ask_permission
+from awaken_stdio.protocols.acp.permissions import Question, ask_permission
 from awaken_stdio.protocols.acp.sessions import (
     MODES,
     THOUGHTS_OPTION,
@@ -74,7 +74,6 @@ _LIST_PAGE = 50
 _TITLE_CHARS = 60
 _MAX_PENDING_ROUNDS = 16  # a resumed run that keeps asking: stop re-offering after this many rounds
 _WATCH_S = 0.25  # how often a re-offered question checks whether its run was decided elsewhere
-_Call = tuple[str, str, Any, "str | None"]  # id, tool, arguments, the note of a call asked again after a crash
 
 
 class AcpServer:
@@ -494,8 +493,7 @@ class AcpServer:
         model = runtime.models.get(runtime.agents[session.agent_id].model)
         window = model[0].capabilities(model[1]).context_window if model else 0
         encoder = TurnEncoder(self._lookup(app), window, show_thoughts=session.show_thoughts)
-        suspended: list[str] = []
-        unknown: dict[str, str] = {}  # calls asked again after a crash: their note
+        suspended: list[Question] = []
         notify = self.peer.notify  # not self.update: this runs per event, one coroutine frame fewer per update
         session_id = session.id
 
@@ -505,13 +503,14 @@ class AcpServer:
             for update in encoder.encode(event):
                 await notify("session/update", {"sessionId": session_id, "update": update})
             if type(event) is ToolCallDone and event.outcome == "suspended":
-                suspended.append(event.id)
-                if event.result.metadata.get("unknown_after_crash"):
-                    unknown[event.id] = event.result.message or ""
+                name, args = encoder.call(event.id) or (event.result.tool_name, None)
+                result = event.result
+                unknown = (result.message or "") if result.metadata.get("unknown_after_crash") else None
+                preview = result.suspension.suspension.preview if result.suspension else None
+                suspended.append(Question(event.id, name, args, unknown, preview))
             elif type(event) is RunFinish and event.termination.type == "suspended" and suspended:
-                asked, suspended[:] = list(suspended), []
-                calls = [(c, *(encoder.call(c) or ("", None)), unknown.pop(c, None)) for c in asked]
-                turn.to_ask = (event.run_id, calls)
+                turn.to_ask = (event.run_id, list(suspended))
+                suspended.clear()
 
         return sink
 
@@ -522,14 +521,14 @@ class AcpServer:
             if turn.to_ask is None:
                 return
             (run_id, calls), turn.to_ask = turn.to_ask, None
-            turn.ask = ask = Ask(run_id, [c[0] for c in calls])
+            turn.ask = ask = Ask(run_id, [c.call_id for c in calls])
             assert turn.tasks is not None
             turn.tasks.start_soon(self._ask_live, app, session, turn, ask, calls, self._lookup(app))
 
         return ask_now
 
     async def _ask_live(
-        self, app: App, session: Session, turn: Turn, ask: Ask, calls: list[_Call], lookup: DescriptorLookup
+        self, app: App, session: Session, turn: Turn, ask: Ask, calls: list[Question], lookup: DescriptorLookup
     ) -> None:
         """Ask about a run waiting in this process; the answer goes to the mailbox, which hands it to the run.
 
@@ -551,7 +550,7 @@ class AcpServer:
             log.exception("session %s: asking about run %s failed", session.id, ask.run_id)
 
     async def _ask(
-        self, session: Session, turn: Turn, ask: Ask, calls: list[_Call], lookup: DescriptorLookup
+        self, session: Session, turn: Turn, ask: Ask, calls: list[Question], lookup: DescriptorLookup
     ) -> list[tuple[str, ToolCallResume]] | None:
         """``_ask_all`` until ``ask`` is withdrawn; a withdrawn question is told in its calls and gives ``None``."""
         with ask.scope:
@@ -571,23 +570,17 @@ class AcpServer:
             await self.update(session.id, update)
 
     async def _ask_all(
-        self, session: Session, turn: Turn, calls: list[_Call], lookup: DescriptorLookup
+        self, session: Session, turn: Turn, calls: list[Question], lookup: DescriptorLookup
     ) -> list[tuple[str, ToolCallResume]] | None:
-        """Ask about each call in order; ``None`` when the person cancelled (the turn is then cancelled). A call
-        asked again because a crash interrupted its earlier attempt says so (its ``note``), in title and content."""
+        """Ask about each call in order; ``None`` when the person cancelled (the turn is then cancelled)."""
         decisions: list[tuple[str, ToolCallResume]] = []
-        for call_id, name, args, note in calls:
-            request = tool_call(call_id, name, args, lookup(name))
-            if note is not None:
-                request["title"] = f"{request['title']} (run again? the earlier attempt's outcome is unknown)"
-                text = note or "The earlier attempt was interrupted; its outcome is unknown."
-                request["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
-            decision = await ask_permission(self.peer, session.id, request, name, args)
+        for question in calls:
+            decision = await ask_permission(self.peer, session.id, question, lookup(question.tool_name))
             if decision is None or turn.cancelled:
                 return None
-            decisions.append((call_id, decision))
+            decisions.append((question.call_id, decision))
             if decision.action == "resume":
-                await self.update(session.id, {"sessionUpdate": "tool_call_update", "toolCallId": call_id,
+                await self.update(session.id, {"sessionUpdate": "tool_call_update", "toolCallId": question.call_id,
                                                "status": "in_progress"})  # fmt: skip
         return decisions
 
@@ -609,9 +602,7 @@ class AcpServer:
             for ticket in tickets:  # the client may never have seen these calls (a restart, a load)
                 await self.update(session.id, tool_call(ticket.tool_call_id, ticket.tool_name, ticket.arguments,
                                                         lookup(ticket.tool_name)))  # fmt: skip
-            calls = [
-                (t.tool_call_id, t.tool_name, t.arguments, t.message if t.outcome_unknown else None) for t in tickets
-            ]
+            calls = [Question.of(t) for t in tickets]
             ask = Ask(run.run_id, [t.tool_call_id for t in tickets])
             async with anyio.create_task_group() as watch:
                 watch.start_soon(self._watch_waiting, app, ask)

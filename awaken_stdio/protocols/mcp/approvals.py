@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from awaken_stdio.contract.suspension import ToolCallResume
 
 if TYPE_CHECKING:
+    from awaken_stdio.contract.preview import ToolPreview
     from awaken_stdio.contract.stores import Store
 
 __all__ = [
@@ -51,7 +52,12 @@ def can_elicit(client_capabilities: dict[str, Any] | None) -> bool:
     return isinstance(cap, dict) and (not cap or "form" in cap)
 
 
-def approval_message(tool: str, arguments: Any, who: str) -> str:
+def approval_message(tool: str, arguments: Any, who: str, preview: ToolPreview | None = None) -> str:
+    """The question: what approving would do (the call's preview, shortened: a diff, a command and where) when the
+    tool can tell, else its arguments."""
+    summary = preview.summary() if preview is not None else ""
+    if summary:
+        return f"{who} wants to call {tool}:\n{summary}\nAllow it?"
     text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
     if len(text) > _ARGS_PREVIEW:
         text = text[: _ARGS_PREVIEW - 1] + "…"

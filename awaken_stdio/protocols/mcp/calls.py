@@ -38,7 +38,15 @@ from awaken_stdio.contract.events import (
 from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.suspension import ToolCallResume
-from awaken_stdio.contract.tools import CancelToken, ToolCallContext, ToolOutput, ToolResult, tool_error_result
+from awaken_stdio.contract.tools import (
+    CancelToken,
+    Tool,
+    ToolCallContext,
+    ToolOutput,
+    ToolResult,
+    preview_call,
+    tool_error_result,
+)
 from awaken_stdio.protocols.jsonrpc import ConnectionClosedError, JsonRpcError, JsonRpcPeer
 from awaken_stdio.protocols.mcp.approvals import (
     approval_message,
@@ -190,10 +198,6 @@ class CallRunner:
         tool = self.app.runtime.tools.get(entry.target)
         if tool is None:
             raise Refusal(f"The tool {entry.name} is no longer available; list the tools again.")
-        if entry.guarded and self.permission == "ask":
-            asked = await self._permit(tool.descriptor, args, params, call, state)
-            if asked is not None:
-                return asked
         from awaken_stdio.contract.state import Snapshot
 
         ctx = ToolCallContext(
@@ -207,6 +211,10 @@ class CallRunner:
             cancel=call.cancel,
             emit=call.on_event,
         )
+        if entry.guarded and self.permission == "ask":
+            asked = await self._permit(tool, args, params, call, state, ctx)
+            if asked is not None:
+                return asked
         try:
             out = await tool.execute(tool.validate_args(args), ctx)
         except anyio.get_cancelled_exc_class():
@@ -227,22 +235,25 @@ class CallRunner:
 
     async def _permit(
         self,
-        descriptor: Any,
+        tool: Tool,
         args: dict[str, Any],
         params: CallToolParams,
         call: ToolCall,
         state: dict[str, Any] | None,
+        tool_ctx: ToolCallContext,
     ) -> dict[str, Any] | None:
         """The ``[mcp] permission = "ask"`` policy: None to run the call, else the result to answer with.
 
         The permission plugin judges the call as for an agent without rules (read-only tools run, everything else
-        asks; remembered answers of this workspace apply) and remembers ``always`` answers the same way.
+        asks; remembered answers of this workspace apply) and remembers ``always`` answers the same way. The
+        question shows what the call would do (its preview), worked out before asking.
         """
         from awaken_stdio.contract.agent import AgentSpec
         from awaken_stdio.contract.state import Snapshot
         from awaken_stdio.runtime.permission import PermissionPlugin
         from awaken_stdio.runtime.plugins import Block, Phase, PhaseContext, Suspend
 
+        descriptor = tool.descriptor
         plugin = PermissionPlugin(self.app.store)
         ctx = PhaseContext(
             Phase.TOOL_GATE,
@@ -261,7 +272,6 @@ class CallRunner:
             raise Refusal(f"The call to {params.name} is refused: a remembered answer rejects it in this workspace.")
         if not isinstance(gate, Suspend):
             return None
-        message = approval_message(params.name, args, "The MCP client")
         if state is not None and state.get("k") == "permit":
             answer = (params.input_responses or {}).get("decision")
         elif not can_elicit(call.request.client_capabilities):
@@ -269,9 +279,11 @@ class CallRunner:
                 f'{params.name} needs the user\'s approval ([mcp] permission = "ask"), but this client cannot ask '
                 '(no form elicitation). Set [mcp] permission = "allow" to let the client\'s own confirmation decide.'
             )
-        elif call.request.era == "modern":
-            return self._input_required({"decision": message}, params, {"k": "permit"})
         else:
+            preview = await preview_call(tool, args, tool_ctx)
+            message = approval_message(params.name, args, "The MCP client", preview)
+            if call.request.era == "modern":
+                return self._input_required({"decision": message}, params, {"k": "permit"})
             answer = await self._elicit(message)
             if answer is None:
                 raise Refusal(f"{params.name} needs the user's approval, and the client did not answer.")
@@ -416,7 +428,8 @@ class CallRunner:
 
 def _ticket_question(ticket: WaitingTicket, result: AgentRunResult) -> str:
     """The elicitation message; a call asked again after a crash says first that its earlier outcome is unknown."""
-    question = approval_message(ticket.tool_name, ticket.arguments, f"Agent {result.agent_id} (run {result.run_id})")
+    who = f"Agent {result.agent_id} (run {result.run_id})"
+    question = approval_message(ticket.tool_name, ticket.arguments, who, ticket.preview)
     return f"Outcome unknown: {ticket.message}. {question}" if ticket.outcome_unknown else question
 
 

@@ -15,6 +15,7 @@ import anyio
 from pydantic import Field
 
 from awaken_stdio.contract.errors import ToolFailure
+from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import CancelToken, ToolCallContext, ToolResult
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool
@@ -76,6 +77,11 @@ async def run_command(
     ending = f"(exit code {result.exit_code})" if result.signal is None else f"(killed by {result.signal})"
     message = ending if not output else output.removesuffix("\n") + "\n" + ending
     return success(ctx.tool_name, message, data, [location(workspace.root)])
+
+
+@run_command.previewer
+async def _preview_command(ctx: ToolCallContext, command: str, timeout_s: float | None = None) -> ToolPreview:
+    return ToolPreview(command=command, cwd=str((await get_workspace(ctx)).root))
 
 
 async def _run_unless_cancelled(

@@ -2,18 +2,21 @@
 
 Paths are relative to the working directory (absolute ones must lie in the workspace). Writes and edits return
 the whole old and new text as ``data["diff"]`` (``{path, old_text, new_text}``, ``old_text`` None for a new file),
-which is ACP's diff content; the model only reads a one-line summary.
+which is ACP's diff content; the model only reads a one-line summary. Before a write or an edit is approved, its
+preview shows the same diff, worked out by the same code.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
 
 from awaken_stdio.contract.errors import ToolError, ToolFailure
+from awaken_stdio.contract.preview import FileChange, ToolPreview
 from awaken_stdio.contract.tools import ToolCallContext, ToolResult
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool
@@ -99,16 +102,17 @@ async def write_file(ctx: ToolCallContext, path: str, content: str) -> ToolResul
         path: The file, relative to the working directory.
         content: The whole new content of the file.
     """
-    workspace = await get_workspace(ctx)
-    real = await workspace.resolve(path)
-    fs = get_file_system(ctx)
-    old = await _read_if_exists(fs, real)
-    await fs.write_text(real, content)
-    shown = workspace.display(real)
+    plan = await _plan_write(ctx, path, content)
+    await plan.fs.write_text(plan.real, content)
     lines = _lines(len(_LINE.findall(content)))
-    message = f"Created {shown} ({lines})" if old is None else f"Wrote {shown} ({lines})"
-    data = {"path": shown, "created": old is None, "diff": _diff(real, old, content)}
-    return success(ctx.tool_name, message, data, [location(real)])
+    message = f"Created {plan.shown} ({lines})" if plan.old is None else f"Wrote {plan.shown} ({lines})"
+    data = {"path": plan.shown, "created": plan.old is None, "diff": plan.diff()}
+    return success(ctx.tool_name, message, data, [location(plan.real)])
+
+
+@write_file.previewer
+async def _preview_write(ctx: ToolCallContext, path: str, content: str) -> ToolPreview:
+    return (await _plan_write(ctx, path, content)).preview(ctx)
 
 
 @tool(kind="edit", title="Edit file")
@@ -126,6 +130,49 @@ async def edit_file(
         new_text: The text to put in its place.
         replace_all: Replace every occurrence instead of exactly one.
     """
+    plan = await _plan_edit(ctx, path, old_text, new_text, replace_all)
+    await plan.fs.write_text(plan.real, plan.new)
+    lines = plan.replaced_lines
+    where = f"line {lines[0]}" if len(lines) == 1 else f"{len(lines)} places"
+    data = {"path": plan.shown, "replacements": len(lines), "diff": plan.diff()}
+    return success(ctx.tool_name, f"Edited {plan.shown} at {where}", data, [location(plan.real, n) for n in lines])
+
+
+@edit_file.previewer
+async def _preview_edit(
+    ctx: ToolCallContext, path: str, old_text: str, new_text: str, replace_all: bool = False
+) -> ToolPreview:
+    return (await _plan_edit(ctx, path, old_text, new_text, replace_all)).preview(ctx)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A write or an edit worked out before it happens: shared by the call and by its preview, so what a person
+    approves is what runs."""
+
+    fs: FileSystem
+    real: Path
+    shown: str
+    old: str | None  # None: the file does not exist yet
+    new: str
+    replaced_lines: list[int] = field(default_factory=list)  # an edit's replaced places, 1-based, after the edit
+
+    def diff(self) -> dict[str, str | None]:
+        """ACP diff content (without its ``type``): the whole file before (None: it did not exist) and after."""
+        return {"path": str(self.real), "old_text": self.old, "new_text": self.new}
+
+    def preview(self, ctx: ToolCallContext) -> ToolPreview:
+        return ToolPreview((FileChange(str(self.real), self.old, self.new),), cwd=ctx.cwd)
+
+
+async def _plan_write(ctx: ToolCallContext, path: str, content: str) -> _Plan:
+    workspace = await get_workspace(ctx)
+    real = await workspace.resolve(path)
+    fs = get_file_system(ctx)
+    return _Plan(fs, real, workspace.display(real), await _read_if_exists(fs, real), content)
+
+
+async def _plan_edit(ctx: ToolCallContext, path: str, old_text: str, new_text: str, replace_all: bool) -> _Plan:
     if not old_text:
         raise ToolFailure(
             "old_text is empty; to create a file or replace all of it, use write_file", "invalid_arguments"
@@ -150,14 +197,10 @@ async def edit_file(
             f"old_text occurs {len(lines)} times in {shown} (lines {at}); include more surrounding lines to make "
             "it unique, or set replace_all to replace every occurrence"
         )
-    new = text.replace(old_text, new_text)
-    await fs.write_text(real, new)
     # Each replacement before an occurrence shifts it by the difference in line count.
     shift = new_text.count("\n") - old_text.count("\n")
-    new_lines = [n + i * shift for i, n in enumerate(lines)]
-    where = f"line {new_lines[0]}" if len(lines) == 1 else f"{len(lines)} places"
-    data = {"path": shown, "replacements": len(lines), "diff": _diff(real, text, new)}
-    return success(ctx.tool_name, f"Edited {shown} at {where}", data, [location(real, n) for n in new_lines])
+    replaced = [n + i * shift for i, n in enumerate(lines)]
+    return _Plan(fs, real, shown, text, text.replace(old_text, new_text), replaced)
 
 
 @tool(kind="read", read_only=True, title="List directory")
@@ -193,11 +236,6 @@ async def _read_if_exists(fs: FileSystem, path: Path) -> str | None:
         if exc.kind == "not_found":
             return None
         raise
-
-
-def _diff(path: Path, old: str | None, new: str) -> dict[str, str | None]:
-    """ACP diff content (without its ``type``): the whole file before (None: it did not exist) and after."""
-    return {"path": str(path), "old_text": old, "new_text": new}
 
 
 def _lines(n: int) -> str:

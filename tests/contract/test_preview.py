@@ -1,0 +1,16 @@
+"""A tool call's preview as plain text (MCP elicitation messages, ``runs show``): shortened, paths relative."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from awaken_stdio.contract.preview import FileChange, ToolPreview
+
+
+def test_the_preview_of_a_long_change_is_shortened_for_plain_text(tmp_path: Path) -> None:
+    old = "".join(f"line {n}\n" for n in range(100))
+    preview = ToolPreview((FileChange(str(tmp_path / "f.txt"), old, old.replace("line", "LINE")),), cwd=str(tmp_path))
+    lines = preview.summary(max_lines=10).splitlines()
+    assert len(lines) == 10 and lines[0] == "--- a/f.txt" and lines[-1].startswith("… ")
+    command = ToolPreview(command="make test", cwd="/w").summary()
+    assert command == "$ make test\n(in /w)"
