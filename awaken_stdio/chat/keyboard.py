@@ -13,7 +13,7 @@ import contextlib
 import sys
 import termios
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -91,7 +91,7 @@ class TerminalKeyboard:
         return await self._answers.prompt_async(FormattedText([(_QUESTION_STYLE, question)]))
 
     @contextlib.contextmanager
-    def quiet(self) -> Iterator[None]:
+    def quiet(self) -> Generator[None]:
         fd = sys.stdin.fileno()
         saved = termios.tcgetattr(fd)
         hushed = list(saved)

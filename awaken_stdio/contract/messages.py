@@ -8,6 +8,7 @@ records and the event stream without copying.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -177,7 +178,7 @@ def model_turns(messages: list[Message] | tuple[Message, ...]) -> int:
     return turns
 
 
-def text_of(content: tuple[ContentBlock, ...] | list[ContentBlock]) -> str:
+def text_of(content: Sequence[ContentBlock]) -> str:
     """The concatenated text blocks (other blocks are not text)."""
     return "".join(b.text for b in content if isinstance(b, TextBlock))
 

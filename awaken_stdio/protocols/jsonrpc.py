@@ -37,7 +37,7 @@ import os
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeAlias
+from typing import Any, NoReturn, TypeAlias, TypeGuard
 
 import anyio
 import anyio.abc
@@ -212,7 +212,7 @@ def _encode(frame: dict[str, Any]) -> bytes:
         return (_ascii_encoder.encode(frame) + "\n").encode()
 
 
-def _valid_id(value: Any) -> bool:
+def _valid_id(value: object) -> TypeGuard[RequestId]:
     return type(value) is int or type(value) is str  # not bool, float or null
 
 
@@ -619,10 +619,10 @@ class JsonRpcPeer:
             if handler is None:
                 await self._reply_error(request_id, METHOD_NOT_FOUND, f"Method not found: {_one_line(method)}")
                 return
-            scope = self._inbound[request_id] = anyio.CancelScope()  # before the task runs: cancellable at once
+            scope = self._inbound[echo] = anyio.CancelScope()  # before the task runs: cancellable at once
             self._active += 1
             assert self._task_group is not None
-            self._task_group.start_soon(self._serve, handler, method, params, request_id, scope)
+            self._task_group.start_soon(self._serve, handler, method, params, echo, scope)
 
     def _handle_response(self, message: dict[str, Any]) -> None:
         request_id = message.get("id")

@@ -19,7 +19,7 @@ import queue
 import stat
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import IO, Any
 
 import anyio
@@ -34,7 +34,7 @@ _CLOSE_TIMEOUT_S = 0.5  # flushing what the output transport still buffers at ex
 
 
 @contextlib.asynccontextmanager
-async def open_stdio() -> AsyncIterator[tuple[anyio.abc.ByteReceiveStream, anyio.abc.ByteSendStream]]:
+async def open_stdio() -> AsyncGenerator[tuple[anyio.abc.ByteReceiveStream, anyio.abc.ByteSendStream]]:
     """Yield ``(reader, writer)`` over the process's stdin and stdout, guarding stdout for the duration.
 
     On exit the streams are closed, buffered output of the old ``sys.stdout`` and of C stdio is flushed while fd 1

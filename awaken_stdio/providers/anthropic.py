@@ -9,7 +9,7 @@ writes), so budgets and compaction see the real context size; ``cache_read_token
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +50,17 @@ _STOP: dict[str, StopReason] = {
 # reasoning_effort -> thinking budget (tokens; the API's minimum is 1024) for models with manual extended thinking.
 _THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 # Models that decide how much to think themselves: they take an effort level, and warn on a budget.
-_ADAPTIVE = ("claude-opus-4-6", "claude-opus-4-7", "claude-opus-4-8", "claude-sonnet-4-6", "claude-opus-5")
-_ADAPTIVE += ("claude-sonnet-5", "claude-haiku-5", "claude-mythos", "claude-fable")
+_ADAPTIVE = (
+    "claude-opus-4-6",
+    "claude-opus-4-7",
+    "claude-opus-4-8",
+    "claude-sonnet-4-6",
+    "claude-opus-5",
+    "claude-sonnet-5",
+    "claude-haiku-5",
+    "claude-mythos",
+    "claude-fable",
+)
 _EFFORT = {"minimal": "low"}
 _CACHE = {"type": "ephemeral"}
 
@@ -71,7 +80,7 @@ class AnthropicModel(SdkExecutor):
 
     async def _attempt(
         self, client: anthropic.AsyncAnthropic, model: str, request: InferenceRequest, caps: ModelCapabilities
-    ) -> AsyncIterator[StreamChunk]:
+    ) -> AsyncGenerator[StreamChunk]:
         stream = await client.messages.create(**messages_params(model, request, caps), stream=True)
         usage: Any = None
         output_tokens = 0
@@ -80,8 +89,7 @@ class AnthropicModel(SdkExecutor):
         tools: dict[int, int] = {}  # content block index -> tool-call index
         try:
             async for event in stream:
-                kind = event.type
-                if kind == "content_block_delta":
+                if event.type == "content_block_delta":
                     delta = event.delta
                     if delta.type == "text_delta":
                         yield TextChunk(delta.text)
@@ -91,7 +99,7 @@ class AnthropicModel(SdkExecutor):
                         yield ReasoningChunk(delta.thinking)
                     elif delta.type == "signature_delta":
                         yield ReasoningChunk(signature=delta.signature)
-                elif kind == "content_block_start":
+                elif event.type == "content_block_start":
                     block = event.content_block
                     if block.type == "tool_use":
                         tools[event.index] = index = len(tools)
@@ -102,13 +110,13 @@ class AnthropicModel(SdkExecutor):
                         yield ReasoningChunk(block.thinking, block.signature or None)
                     elif block.type == "redacted_thinking":
                         yield ReasoningChunk(signature=block.data, redacted=True)
-                elif kind == "message_start":
+                elif event.type == "message_start":
                     usage = event.message.usage
                     output_tokens = usage.output_tokens or 0
-                elif kind == "message_delta":
+                elif event.type == "message_delta":
                     stop = _STOP.get(event.delta.stop_reason or "end_turn", "end_turn")
                     output_tokens = event.usage.output_tokens or output_tokens  # cumulative
-                elif kind == "message_stop":
+                elif event.type == "message_stop":
                     # Read on to the end of the body rather than return: a response closed early cannot hand
                     # its connection back to the pool, and the next turn would pay for a new one.
                     stopped = True

@@ -9,7 +9,7 @@ cached tokens included (``cache_read_tokens`` is that part), so budgets mean the
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,7 +78,7 @@ class OpenAIModel(SdkExecutor):
 
     def _attempt(
         self, client: openai.AsyncOpenAI, model: str, request: InferenceRequest, caps: ModelCapabilities
-    ) -> AsyncIterator[StreamChunk]:
+    ) -> AsyncGenerator[StreamChunk]:
         if self.api == "responses":
             return _responses(client, model, request, caps)
         return _chat(client, model, request, caps, official=self.base_url is None)
@@ -94,7 +94,7 @@ async def _chat(
     caps: ModelCapabilities,
     *,
     official: bool,
-) -> AsyncIterator[StreamChunk]:
+) -> AsyncGenerator[StreamChunk]:
     params: dict[str, Any] = {
         "model": model,
         "messages": chat_messages(request, images=caps.image_input),
@@ -209,7 +209,7 @@ def chat_messages(request: InferenceRequest, *, images: bool) -> list[dict[str, 
 def _chat_content(m: Message, images: bool) -> str | list[dict[str, Any]]:
     parts = content_parts(m.content, images=images)
     if all(type(p) is TextBlock for p in parts):
-        return text_of(parts)  # type: ignore[arg-type]
+        return text_of(parts)
     return [
         {"type": "text", "text": p.text}
         if isinstance(p, TextBlock)
@@ -227,7 +227,7 @@ def _text(m: Message) -> str:
 
 async def _responses(
     client: openai.AsyncOpenAI, model: str, request: InferenceRequest, caps: ModelCapabilities
-) -> AsyncIterator[StreamChunk]:
+) -> AsyncGenerator[StreamChunk]:
     items = responses_input(request, images=caps.image_input)
     params: dict[str, Any] = {"model": model, "input": items, "stream": True}
     if request.system:

@@ -69,7 +69,7 @@ class AgentTool(Tool):
         except Exception as exc:
             await ctx.report_progress("failed", str(exc))
             return ToolResult.error(self.name, f"agent '{self.agent_id}' failed: {exc}")
-        data = {
+        data: dict[str, Any] = {
             "agent_id": self.agent_id,
             "status": child.status,
             "response": child.response,

@@ -253,9 +253,13 @@ def otel_from_env(environ: Mapping[str, str] | None = None) -> TracerProvider | 
 def _otlp_exporter(protocol: str) -> Any:
     try:
         if protocol == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # pyright: ignore[reportMissingImports]
+                OTLPSpanExporter,  # not in the otel extra: the user installs it to export
+            )
         else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # pyright: ignore[reportMissingImports]
+                OTLPSpanExporter,
+            )
     except ImportError:
         log.warning("OTLP traces need the exporter: pip install opentelemetry-exporter-otlp")
         return None
@@ -311,7 +315,7 @@ class ObservabilityPlugin(Plugin):
     ) -> None:
         self.sink = sink
         self.providers = dict(providers or {})
-        self._api = _trace_api()
+        self._api: Any = _trace_api()  # opentelemetry.trace, or None (then no tracer and no span is ever made)
         self._tracer: Any = None
         if self._api is not None and (tracer_provider is not None or not _sdk_disabled(os.environ)):
             provider = tracer_provider or self._api.get_tracer_provider()

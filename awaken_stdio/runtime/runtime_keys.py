@@ -90,14 +90,16 @@ _STEP_COMPLETED = LifecycleUpdate("step_completed")
 _SET_RUNNING = LifecycleUpdate("set_running")
 
 
+_TARGETS: dict[str, RunStatus] = {"set_waiting": "waiting", "set_running": "running", "done": "done"}
+
+
 def _apply_lifecycle(value: RunLifecycle, u: LifecycleUpdate) -> RunLifecycle:
     now = now_ms()
-    match u.op:
-        case "start":
-            return RunLifecycle(u.run_id, "running", None, now, 0)
-        case "step_completed":
-            return replace(value, step_count=value.step_count + 1, updated_at=now)
-    target: RunStatus = {"set_waiting": "waiting", "set_running": "running", "done": "done"}[u.op]  # type: ignore[assignment]
+    if u.op == "start":
+        return RunLifecycle(u.run_id, "running", None, now, 0)
+    if u.op == "step_completed":
+        return replace(value, step_count=value.step_count + 1, updated_at=now)
+    target = _TARGETS[u.op]
     if not run_transition_allowed(value.status, target):
         log.warning("ignoring illegal run lifecycle transition %s -> %s (run %s)", value.status, target, value.run_id)
         return value
