@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from awaken_stdio.contract.agent import AgentSpec, ModelSpec
 from awaken_stdio.contract.errors import (
@@ -47,8 +48,8 @@ class _ActiveRun:
     thread_id: str
     run_id: str | None = None
     loop: AgentLoop | None = None
-    send: anyio.abc.ObjectSendStream[Decisions] | None = None
-    receive: anyio.abc.ObjectReceiveStream[Decisions] | None = None
+    send: MemoryObjectSendStream[Decisions] | None = None
+    receive: MemoryObjectReceiveStream[Decisions] | None = None
     cancel: CancelToken | None = None
     cancel_requested: bool = False
     finished: anyio.Event = field(default_factory=anyio.Event)
@@ -268,6 +269,7 @@ class AgentRuntime:
             raise InvalidResume(f"run {run_id} not found")
         if record.status != "waiting":
             raise InvalidResume(f"run {run_id} is not waiting ({record.display_status})")
+        options: dict[str, Any] = {"cwd": record.cwd, **activation}
         return await self.run(
             RunActivation(
                 thread_id=record.thread_id,
@@ -276,7 +278,7 @@ class AgentRuntime:
                 continue_run_id=run_id,
                 session_id=record.session_id,
                 origin=record.origin,
-                **{"cwd": record.cwd, **activation},
+                **options,
             ),
             sink,
         )
