@@ -32,7 +32,7 @@ _EXPORTS: dict[str, str] = {
     "AgentSpec": "awaken_stdio.contract.agent",
     "AwakenError": "awaken_stdio.contract.errors",
     "Block": "awaken_stdio.runtime.plugins",
-    "build_runtime": "awaken_stdio.app.config",
+    "build_runtime": "awaken_stdio.app.assemble",
     "Config": "awaken_stdio.app.config",
     "ConfigError": "awaken_stdio.contract.errors",
     "DecisionTargetNotFound": "awaken_stdio.contract.errors",
@@ -50,7 +50,7 @@ _EXPORTS: dict[str, str] = {
     "ModelSpec": "awaken_stdio.contract.agent",
     "MutationBatch": "awaken_stdio.contract.state",
     "ObservabilityPlugin": "awaken_stdio.runtime.observability",
-    "open_runtime": "awaken_stdio.app.config",
+    "open_runtime": "awaken_stdio.app.assemble",
     "open_store": "awaken_stdio.stores",
     "PermissionPlugin": "awaken_stdio.runtime.permission",
     "PersistedState": "awaken_stdio.contract.state",
@@ -96,7 +96,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS, key=str.casefold)
 
 if TYPE_CHECKING:
-    from awaken_stdio.app.config import Config, build_runtime, load_config, open_runtime
+    from awaken_stdio.app.assemble import build_runtime, open_runtime
+    from awaken_stdio.app.config import Config, load_config
     from awaken_stdio.contract.agent import AgentSpec, ModelSpec
     from awaken_stdio.contract.errors import (
         AgentNotFound,

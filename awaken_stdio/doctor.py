@@ -117,7 +117,7 @@ def _check_tool_modules(loaded: LoadedConfig) -> list[Check]:
 
 
 async def _check_models(loaded: LoadedConfig, progress: Progress) -> AsyncIterator[Check]:
-    from awaken_stdio.app.config import model_spec
+    from awaken_stdio.app.assemble import model_spec
     from awaken_stdio.contract.errors import AwakenError
     from awaken_stdio.providers import create_executor, load_provider
 
@@ -147,8 +147,9 @@ async def _check_mcp_servers(loaded: LoadedConfig, progress: Progress) -> list[C
     servers = loaded.config.mcp_servers
     if not servers:
         return []
+    from awaken_stdio.app.assemble import configured_specs
     from awaken_stdio.contract.errors import AwakenError
-    from awaken_stdio.tools.mcp_client import RestartPolicy, configured_specs, open_mcp_toolsets
+    from awaken_stdio.tools.mcp_client import RestartPolicy, open_mcp_toolsets
 
     try:
         specs = [replace(s, timeout_s=min(s.timeout_s, MCP_TIMEOUT_S)) for s in configured_specs(servers)]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from awaken_stdio.app.assemble import build_runtime
 from awaken_stdio.app.config import (
-    build_runtime,
     config_json_schema,
     default_config,
     example_config,

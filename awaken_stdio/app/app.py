@@ -1,10 +1,10 @@
-"""Assembling the application both protocol servers (and the CLI) run: config, store, runtime, tools, plugins.
+"""The application both protocol servers (and the CLI) run: config, store, runtime, tools, plugins, mailbox.
 
 Two stages, because start-up speed matters: :func:`load_settings` is cheap (TOML + pydantic; the protocol servers
 answer their first request from the TOML alone, ``app/startup.py``, and build these settings after it);
-:func:`open_app` opens the store (database drivers), registers the built-in tools, the ``@tool`` modules and the
-permission plugin, starts the mailbox service (``app/dispatch.py``) in a task group it owns, and is entered only
-after that first answer is on the wire.
+:func:`open_app` opens the store (database drivers), has ``assemble.py`` build the runtime with the built-in tools,
+the ``@tool`` modules and the permission plugin, starts the mailbox service (``app/dispatch.py``) in a task group it
+owns, and is entered only after that first answer is on the wire.
 
 Every surface delivers approvals through :meth:`App.decide`, and should start runs with :meth:`App.run`: both go
 through the mailbox, which is what makes a decision resume a run exactly once across processes sharing the store.
@@ -183,12 +183,10 @@ async def open_app(
     """Open the store, build the runtime with every configured tool and plugin, and run the mailbox service until
     exit (then the store closes). ``serve=False`` (the CLI) handles only this process's own dispatches and never
     picks up other processes' queued work."""
-    from awaken_stdio.app.config import build_runtime
+    from awaken_stdio.app.assemble import assemble_runtime
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
-    from awaken_stdio.runtime.observability import LogSink, ObservabilityPlugin, otel_from_env
-    from awaken_stdio.runtime.permission import PermissionPlugin
+    from awaken_stdio.runtime.observability import otel_from_env
     from awaken_stdio.stores import open_store
-    from awaken_stdio.tools.discovery import tools_from_entry_points, tools_from_module
 
     config = settings.loaded.config
     tracer_provider = otel_from_env()
@@ -196,20 +194,7 @@ async def open_app(
         if tracer_provider is not None:
             stack.callback(tracer_provider.shutdown)  # flushes the spans
         store = await stack.enter_async_context(open_store(settings.store_url))
-        runtime = build_runtime(settings.loaded, store=store)
-        if config.tools.builtin:
-            from awaken_stdio.tools.builtin import builtin_tools
-
-            for tool in builtin_tools():
-                runtime.add_tool(tool)
-        for module in config.tools.modules:
-            for tool in tools_from_module(module, settings.loaded.base_dir):
-                runtime.add_tool(tool)
-        for tool in tools_from_entry_points():
-            runtime.add_tool(tool, replace=True)
-        runtime.add_plugin(PermissionPlugin(store))
-        providers = {model_id: model.provider for model_id, model in config.models.items()}
-        runtime.add_plugin(ObservabilityPlugin(LogSink(), tracer_provider, providers=providers))
+        runtime = assemble_runtime(settings.loaded, store, tracer_provider)
         service = MailboxService(runtime, replace(mailbox or MailboxConfig(), dispatch_queued=serve))
         app = App(settings, store, runtime, service)
         service.context = app.run_context
@@ -232,7 +217,8 @@ async def open_app(
 @asynccontextmanager
 async def _configured_servers(app: App) -> AsyncIterator[McpToolsets]:
     """Connect ``[mcp_servers]`` (each under its own timeout) and keep their tools in ``app.runtime.tools``."""
-    from awaken_stdio.tools.mcp_client import configured_specs, open_mcp_toolsets
+    from awaken_stdio.app.assemble import configured_specs
+    from awaken_stdio.tools.mcp_client import open_mcp_toolsets
 
     published: set[str] = set()
 

@@ -1,4 +1,4 @@
-"""The configuration file: its model, its validation, and how it becomes an ``AgentRuntime``.
+"""The configuration file: its model and its validation (``assemble.py`` turns it into an ``AgentRuntime``).
 
 Finding and reading the file (and the defaults without one) is ``config_file.py``'s, light enough for the protocol
 servers' first answer; this module validates what it read. The pydantic models below are the single source of
@@ -10,33 +10,24 @@ before exiting with code 2.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from awaken_stdio.app.config_file import ConfigFile, default_config_data, read_config_file
-from awaken_stdio.contract.agent import AgentSpec, ModelSpec
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.runtime.compaction import CompactionPolicy
-
-if TYPE_CHECKING:
-    from awaken_stdio.contract.stores import Store
-    from awaken_stdio.runtime.agent_runtime import AgentRuntime
 
 __all__ = [
     "AgentConfig",
     "Config",
     "LoadedConfig",
     "ModelConfig",
-    "build_runtime",
     "config_json_schema",
     "example_config",
     "load_config",
-    "open_runtime",
     "validate_config",
 ]
 
@@ -298,88 +289,6 @@ def _first_error(exc: ValidationError) -> str:
 def default_config(env: dict[str, str] | None = None) -> Config:
     """No config file: one agent ``default`` whose model comes from the environment (none if no key is set)."""
     return Config.model_validate(default_config_data(env))
-
-
-def agent_spec(agent_id: str, agent: AgentConfig) -> AgentSpec:
-    sections: dict[str, Any] = {
-        "permission": agent.permission.model_dump(exclude_none=True),
-        "compaction": agent.compaction.model_dump(),
-    }
-    return AgentSpec(
-        id=agent_id,
-        model=agent.model,
-        system_prompt=agent.system_prompt,
-        description=agent.description,
-        tools=list(agent.tools),
-        excluded_tools=list(agent.exclude_tools),
-        delegates=list(agent.delegates),
-        max_rounds=agent.max_rounds,
-        max_tokens=agent.max_tokens,
-        timeout_s=agent.timeout_s,
-        tool_executor=agent.tool_executor,
-        expose_mcp=agent.expose_mcp,
-        sections=sections,
-    )
-
-
-def model_spec(model_id: str, model: ModelConfig) -> ModelSpec:
-    from awaken_stdio.contract.inference import ModelPricing
-
-    options = model.model_dump(exclude_none=True, exclude={"pricing", "knowledge_cutoff"})
-    pricing = ModelPricing(**model.pricing.model_dump()) if model.pricing is not None else None
-    return ModelSpec(model_id, model.provider, model.model, options, pricing, model.knowledge_cutoff)
-
-
-def build_runtime(loaded: LoadedConfig, *, store: Store | None = None) -> AgentRuntime:
-    """An ``AgentRuntime`` with the config's agents and models (providers load when first used) on ``store``.
-
-    Opening a store is asynchronous, so this does not open the config's ``[store] url``: use :func:`open_runtime`
-    for that. Without ``store`` the runtime keeps everything in memory, which a config naming a store refuses
-    (``ConfigError``) rather than silently not persisting.
-    """
-    from awaken_stdio.providers import create_executor
-    from awaken_stdio.runtime.agent_runtime import AgentRuntime
-    from awaken_stdio.runtime.handoff import HandoffPlugin
-
-    config = loaded.config
-    if store is None and config.store.url is not None:
-        raise ConfigError(
-            f"{loaded.source}: [store] url is {config.store.url!r}; open it with "
-            "`async with open_runtime(config) as runtime`, or pass store=await open_store(url)"
-        )
-    runtime = AgentRuntime(store=store, default_agent=config.default_agent)
-    for model_id, model in config.models.items():
-        spec = model_spec(model_id, model)
-        runtime.add_model(model_id, create_executor(spec, loaded.base_dir), model.model or model_id, spec=spec)
-    for agent_id, agent in config.agents.items():
-        runtime.add_agent(agent_spec(agent_id, agent))
-    handoff_targets = sorted({a for agent in config.agents.values() for a in agent.handoffs})
-    if handoff_targets:
-        runtime.add_plugin(HandoffPlugin(handoff_targets))
-    return runtime
-
-
-@asynccontextmanager
-async def open_runtime(loaded: LoadedConfig, *, store_url: str | None = None) -> AsyncIterator[AgentRuntime]:
-    """The config's runtime on its store, closed on exit: the one way from a config to a runtime that persists.
-
-    The store is the one the CLI would use: ``store_url``, else ``$AWAKEN_STDIO_STORE``, else the config's
-    ``[store] url``, else the default SQLite file in the user data directory. Tools and plugins are added by the
-    caller (``runtime.add_tool``...), as for :func:`build_runtime`.
-    """
-    from awaken_stdio.app.config_file import store_url as resolve_store_url
-    from awaken_stdio.stores import open_store
-
-    store = await open_store(resolve_store_url(store_url, loaded.file))
-    try:
-        runtime = build_runtime(loaded, store=store)
-    except BaseException:
-        await store.aclose()
-        raise
-    try:
-        yield runtime
-    finally:
-        await runtime.aclose()  # its runs cancelled, then the store closed
 
 
 def config_json_schema() -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """MCP servers as toolsets: the tools of stdio and streamable-HTTP MCP servers as ``Tool`` objects.
 
-One module serves both sources of servers, ``[mcp_servers]`` in the config and ACP ``session/new`` ``mcpServers``::
+One module serves both sources of servers, ``[mcp_servers]`` in the config (``app/assemble.py`` makes their specs)
+and ACP ``session/new`` ``mcpServers``::
 
     specs = [McpServerSpec.from_acp(entry, cwd=session_cwd) for entry in params["mcpServers"]]
     async with open_mcp_toolsets(specs, on_change=refresh) as toolsets:
@@ -49,8 +50,6 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
     from mcp.shared.message import SessionMessage
 
-    from awaken_stdio.app.config import McpServerConfig
-
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "McpServerSpec",
@@ -59,7 +58,6 @@ __all__ = [
     "McpTool",
     "McpToolsets",
     "RestartPolicy",
-    "configured_specs",
     "open_mcp_toolsets",
     "server_environment",
 ]
@@ -133,24 +131,6 @@ class McpServerSpec:
             raise ConfigError(f"{where}: timeouts must be positive")
 
     @classmethod
-    def from_config(cls, name: str, config: McpServerConfig) -> McpServerSpec:
-        """The spec of a ``[mcp_servers.<name>]`` table."""
-        if bool(config.command) == bool(config.url):
-            raise ConfigError(f"mcp_servers.{name}: give exactly one of `command` or `url`")
-        timeouts = {"timeout_s": config.timeout_s, "call_timeout_s": config.call_timeout_s}
-        if config.url:
-            return cls(name, "http", url=config.url, headers=dict(config.headers), **timeouts)
-        return cls(
-            name,
-            "stdio",
-            command=config.command,
-            args=tuple(config.args),
-            env=dict(config.env),
-            cwd=config.cwd,
-            **timeouts,
-        )
-
-    @classmethod
     def from_acp(cls, entry: Any, *, cwd: str | None = None, timeout_s: float = 30.0) -> McpServerSpec:
         """The spec of one ACP ``session/new`` ``mcpServers`` entry.
 
@@ -191,11 +171,6 @@ def _name_values(items: Any, where: str) -> dict[str, str]:
             raise ConfigError(f"{where}: each entry must be {{name: string, value: string}}")
         out[item["name"]] = item["value"]
     return out
-
-
-def configured_specs(servers: Mapping[str, McpServerConfig]) -> list[McpServerSpec]:
-    """The specs of the enabled ``[mcp_servers]`` of a config, in their order."""
-    return [McpServerSpec.from_config(name, server) for name, server in servers.items() if server.enabled]
 
 
 def server_environment(extra: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:

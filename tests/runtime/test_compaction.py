@@ -8,7 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from awaken_stdio.app.config import agent_spec, parse_config
+from awaken_stdio.app.assemble import agent_spec
+from awaken_stdio.app.config import parse_config
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.errors import ConfigError, ProviderError, ThreadAlreadyRunning
 from awaken_stdio.contract.events import TextDelta

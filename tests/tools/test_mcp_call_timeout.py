@@ -7,6 +7,7 @@ import anyio
 import pytest
 from test_mcp_client import SERVER, Calls, LogWatch, by_name, logs, stdio
 
+from awaken_stdio.app.assemble import mcp_server_spec
 from awaken_stdio.app.config import McpServerConfig
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.tools.mcp_client import DEFAULT_CALL_TIMEOUT_S, McpServerSpec, open_mcp_toolsets
@@ -31,7 +32,7 @@ async def test_an_unanswered_call_times_out_and_is_cancelled_on_the_server(logs:
 
 def test_the_call_timeout_comes_from_the_config_with_a_default() -> None:
     config = McpServerConfig.model_validate({"command": "srv", "call_timeout_s": 7})
-    assert McpServerSpec.from_config("s", config).call_timeout_s == 7
+    assert mcp_server_spec("s", config).call_timeout_s == 7
     assert McpServerConfig(command="srv").call_timeout_s == DEFAULT_CALL_TIMEOUT_S
     session_server = McpServerSpec.from_acp({"name": "s", "command": str(SERVER)})
     assert session_server.call_timeout_s == DEFAULT_CALL_TIMEOUT_S

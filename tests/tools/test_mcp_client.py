@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from awaken_stdio.app.assemble import configured_specs, mcp_server_spec
 from awaken_stdio.app.config import McpServerConfig
 from awaken_stdio.contract.errors import ConfigError, ToolError
 from awaken_stdio.contract.events import ActivitySnapshot, AgentEvent
@@ -27,7 +28,6 @@ from awaken_stdio.tools.mcp_client import (
     McpServerStatus,
     McpTool,
     RestartPolicy,
-    configured_specs,
     open_mcp_toolsets,
     server_environment,
 )
@@ -135,12 +135,12 @@ def process_alive(pid: int) -> bool:
 
 
 def test_specs_from_config_and_acp() -> None:
-    spec = McpServerSpec.from_config("fs", McpServerConfig(command="npx", args=["-y", "srv"], env={"K": "s3cret"}))
+    spec = mcp_server_spec("fs", McpServerConfig(command="npx", args=["-y", "srv"], env={"K": "s3cret"}))
     assert (spec.transport, spec.command, spec.args, dict(spec.env), spec.timeout_s) == (
         "stdio", "npx", ("-y", "srv"), {"K": "s3cret"}, 30.0,
     )  # fmt: skip
     assert "s3cret" not in repr(spec)  # env values are secrets
-    http = McpServerSpec.from_config("web", McpServerConfig(url="https://x.test/mcp", headers={"A": "b"}))
+    http = mcp_server_spec("web", McpServerConfig(url="https://x.test/mcp", headers={"A": "b"}))
     assert (http.transport, http.url, dict(http.headers)) == ("http", "https://x.test/mcp", {"A": "b"})
     assert [s.name for s in configured_specs({"a": McpServerConfig(command="a"),
                                               "b": McpServerConfig(command="b", enabled=False)})] == ["a"]  # fmt: skip
@@ -168,7 +168,7 @@ def test_specs_from_config_and_acp() -> None:
     with pytest.raises(ConfigError, match="unsupported MCP transport 'sse'"):
         McpServerSpec.from_acp(bad[0])
     with pytest.raises(ConfigError, match="exactly one"):
-        McpServerSpec.from_config("x", McpServerConfig())
+        mcp_server_spec("x", McpServerConfig())
 
 
 def test_server_environment_is_an_allow_list() -> None:

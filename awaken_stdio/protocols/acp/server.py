@@ -149,7 +149,7 @@ class AcpServer:
             raise auth_required(problem)
         app = await self._ready()
         if not app.runtime.agents:
-            from awaken_stdio.app.config import build_runtime
+            from awaken_stdio.app.assemble import build_runtime
 
             fresh = build_runtime(settings.loaded, store=app.store)
             for model_id, (executor, name) in fresh.models.items():
