@@ -28,11 +28,12 @@ import anyio
 
 from awaken_stdio.app.config import LoadedConfig, validate_config
 from awaken_stdio.app.config_file import read_config_file, store_url
-from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolResult
+from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolResult, preview_call
 
 if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
-    from awaken_stdio.contract.stores import Store
+    from awaken_stdio.contract.preview import ToolPreview
+    from awaken_stdio.contract.stores import RunRecord, Store, WaitingTicket
     from awaken_stdio.contract.suspension import ToolCallResume
     from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
@@ -115,6 +116,28 @@ class App:
         """The person dismissed a run's question: cancel it, unless a decision recorded elsewhere got there first
         (then the run goes on with that decision and this returns False)."""
         return await self.mailbox.dismiss(run_id)
+
+    async def preview(self, run: RunRecord, ticket: WaitingTicket, context: dict[str, Any]) -> ToolPreview | None:
+        """What approving ``ticket`` would do now, worked out through ``context`` (``cwd``, ``services``, ``tools``,
+        as :meth:`run_context` gives): a question asked again later (after a restart, a ``session/load``) shows the
+        file as it is then, not as it was when first asked. None when the tool is not here or cannot tell."""
+        from awaken_stdio.contract.state import Snapshot
+
+        session_tools = {t.name: t for t in context.get("tools") or ()}
+        tool = session_tools.get(ticket.tool_name) or self.runtime.tools.get(ticket.tool_name)
+        if tool is None or ticket.resume_mode != "replay_tool_call":
+            return None
+        ctx = ToolCallContext(
+            ticket.tool_call_id,
+            tool.name,
+            run.thread_id,
+            run.run_id,
+            run.agent_id,
+            Snapshot(0),
+            cwd=context.get("cwd"),
+            services=context.get("services") or {},
+        )
+        return await preview_call(tool, ticket.arguments, ctx)
 
     @asynccontextmanager
     async def run_context(

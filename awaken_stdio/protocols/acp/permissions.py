@@ -41,9 +41,10 @@ class Question:
     preview: ToolPreview | None = None
 
     @staticmethod
-    def of(ticket: WaitingTicket) -> Question:
+    def of(ticket: WaitingTicket, preview: ToolPreview | None = None) -> Question:
+        """A stored pending call; ``preview`` (worked out again now) replaces the one stored when it was suspended."""
         unknown = ticket.message if ticket.outcome_unknown else None
-        return Question(ticket.tool_call_id, ticket.tool_name, ticket.arguments, unknown, ticket.preview)
+        return Question(ticket.tool_call_id, ticket.tool_name, ticket.arguments, unknown, preview or ticket.preview)
 
     def tool_call(self, descriptor: ToolDescriptor | None) -> dict[str, Any]:
         """The ``toolCall`` of the request: what approving would do, and whether it may be a second time."""

@@ -602,7 +602,8 @@ class AcpServer:
             for ticket in tickets:  # the client may never have seen these calls (a restart, a load)
                 await self.update(session.id, tool_call(ticket.tool_call_id, ticket.tool_name, ticket.arguments,
                                                         lookup(ticket.tool_name)))  # fmt: skip
-            calls = [Question.of(t) for t in tickets]
+            host = self._host_context(session)  # the file as it is now, through this editor
+            calls = [Question.of(t, await app.preview(run, t, host)) for t in tickets]
             ask = Ask(run.run_id, [t.tool_call_id for t in tickets])
             async with anyio.create_task_group() as watch:
                 watch.start_soon(self._watch_waiting, app, ask)

@@ -93,18 +93,19 @@ async def test_an_edit_that_cannot_apply_says_so_before_asking(harness: Harness)
         assert text.startswith("As things stand, this call would fail") and "old_text was not found" in text
 
 
-async def test_the_question_asked_again_after_kill_and_load_shows_the_same_diff(harness: Harness) -> None:
+async def test_the_question_asked_again_after_kill_and_load_shows_the_file_as_it_is_then(harness: Harness) -> None:
     (harness.workspace / "a.txt").write_text(EDITOR)
     configure(harness, {"name": "edit_file", "arguments": {"path": "a.txt", "old_text": "two", "new_text": "2"}})
     async with harness.spawn() as first:
         session = await first.new_session()
         await first.killed_while_asked(session, "edit it")
         (before,) = asked(first)
+    assert before["content"][0]["oldText"] == EDITOR
+    (harness.workspace / "a.txt").write_text(EDITOR + "four\n")  # changed while no agent ran
     async with harness.spawn() as second:
         with anyio.fail_after(20):
             await second.conn.load_session(session_id=session, cwd=str(harness.workspace), mcp_servers=[])
         assert await second.prompt(session, "go on") == "end_turn"
-        again = asked(second)[0]
-        assert again["content"] == before["content"]
-        assert again["content"][0]["newText"] == "one\n2\nthree\n"
-    assert (harness.workspace / "a.txt").read_text() == "one\n2\nthree\n"
+        (diff,) = asked(second)[0]["content"]
+    assert (diff["oldText"], diff["newText"]) == (EDITOR + "four\n", "one\n2\nthree\nfour\n")
+    assert (harness.workspace / "a.txt").read_text() == diff["newText"]  # what was shown is what ran
