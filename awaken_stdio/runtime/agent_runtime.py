@@ -33,9 +33,9 @@ from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.contract.tools import CancelToken, Tool
 from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.runtime.compaction import CompactionPolicy, CompactionResult, Compactor, model_view
-from awaken_stdio.runtime.loop import CHECKPOINT_RETRIES, AgentLoop
 from awaken_stdio.runtime.plugins import Plugin
 from awaken_stdio.runtime.resolve import ResolvedAgent, resolve_agent
+from awaken_stdio.runtime.run.loop import CHECKPOINT_RETRIES, AgentLoop
 
 __all__ = ["AgentRuntime"]
 

@@ -13,8 +13,8 @@ from awaken_stdio.contract.inference import InferenceRequest
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.runtime.activation import RunActivation
-from awaken_stdio.runtime.loop import SUPERSEDED
 from awaken_stdio.runtime.plugins import Phase, PhaseContext, Plugin, PluginRegistrar
+from awaken_stdio.runtime.run.loop import SUPERSEDED
 from awaken_stdio.runtime.runtime_keys import TOOL_CALL_STATES
 from tests.runtime.helpers import (
     COUNTER,
