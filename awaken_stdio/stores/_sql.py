@@ -8,6 +8,7 @@ how pages are cut, how rows become records) lives here, so the two backends cann
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -48,6 +49,7 @@ from awaken_stdio.stores._codec import (
 __all__ = ["THREAD_COLUMNS", "Queries", "SqlStore", "Tx"]
 
 T = TypeVar("T")
+CACHED_THREADS = 16  # conversations kept decoded, most recently used first out
 
 
 class Tx(Protocol):
@@ -79,6 +81,7 @@ class Queries:
     thread_ensure: str  # thread_id, agent_id, now, parent_thread_id                             (no-op if present)
     thread_count: str  # thread_id -> (message_count)
     thread_get: str  # thread_id -> thread columns (see _thread)
+    thread_probe: str  # thread_id, seq -> thread columns, state, latest run body, the message id at seq
     thread_save: str  # thread_id, title, agent_id, parent_thread_id, metadata, created_at, updated_at
     thread_state_get: str  # thread_id -> (state)
     thread_state_set: str  # state, thread_id
@@ -127,6 +130,10 @@ def _run_row(run: RunRecord) -> tuple[Any, ...]:
     return run.run_id, run.thread_id, run.status, run.created_at, run.updated_at, dumps(run.to_json())
 
 
+def _decoded(rows: list[Sequence[Any]]) -> list[Message]:
+    return [message_from_json(loads(r[0])) for r in rows]
+
+
 def _state(text: str | None) -> PersistedState | None:
     return PersistedState.from_json(loads(text)) if text is not None else None
 
@@ -166,8 +173,43 @@ class SqlStore(BaseStore, Store):
 
     # -- threads ---------------------------------------------------------------------------------------------
 
+    @cached_property
+    def _threads(self) -> OrderedDict[str, list[Message]]:
+        """The decoded conversations of the threads this process used last (messages are immutable): a load reads
+        the thread row, its latest run and only the messages appended since, so a turn costs the same at any
+        length. Validated at every load by the count and the id of the last message held, so another process's
+        appends are read and a thread deleted and recreated meanwhile is loaded whole again."""
+        return OrderedDict()
+
+    def _remember(self, thread_id: str, messages: list[Message]) -> None:
+        self._threads[thread_id] = messages
+        self._threads.move_to_end(thread_id)
+        if len(self._threads) > CACHED_THREADS:
+            self._threads.popitem(last=False)
+
     async def load_thread(self, thread_id: str) -> LoadedThread | None:
         q = self.q
+        held = self._threads.get(thread_id)
+        if held:
+            known, last = len(held), held[-1].id
+
+            async def probe(tx: Tx) -> tuple[LoadedThread, list[Message]] | None:
+                row = await tx.fetchone(q.thread_probe, thread_id, known - 1)
+                if row is None or row[4] < known or row[10] != last:
+                    return None
+                tail = await tx.fetchall(q.messages_range, thread_id, known, row[4]) if row[4] > known else []
+                if len(tail) != row[4] - known:  # deleted meanwhile
+                    return None
+                latest = _run((row[9],)) if row[9] is not None else None
+                return LoadedThread(_thread(row), [], _state(row[8]), latest), _decoded(tail)
+
+            probed = await self._read(probe)
+            if probed is not None and len(held) == known and self._threads.get(thread_id) is held:
+                loaded, tail = probed
+                held.extend(tail)
+                self._remember(thread_id, held)
+                loaded.messages = list(held)
+                return loaded
 
         async def load(tx: Tx) -> LoadedThread | None:
             row = await tx.fetchone(q.thread_get, thread_id)
@@ -176,18 +218,20 @@ class SqlStore(BaseStore, Store):
             messages = await tx.fetchall(q.messages_range, thread_id, 0, FAR)
             latest = await tx.fetchone(q.run_latest, thread_id)
             return LoadedThread(
-                _thread(row),
-                [message_from_json(loads(m[0])) for m in messages],
-                _state(row[8]),
-                _run(latest) if latest is not None else None,
+                _thread(row), _decoded(messages), _state(row[8]), _run(latest) if latest is not None else None
             )
 
-        return await self._read(load, snapshot=True)
+        loaded = await self._read(load, snapshot=True)
+        if loaded is None:
+            self._threads.pop(thread_id, None)
+        else:
+            self._remember(thread_id, list(loaded.messages))
+        return loaded
 
     async def load_messages(self, thread_id: str, *, offset: int = 0, limit: int | None = None) -> list[Message]:
         end = FAR if limit is None else offset + limit
         rows = await self._fetchall(self.q.messages_range, thread_id, offset, end)
-        return [message_from_json(loads(r[0])) for r in rows]
+        return _decoded(rows)
 
     async def checkpoint(self, cp: Checkpoint) -> None:
         check_run_thread(cp)
@@ -219,6 +263,13 @@ class SqlStore(BaseStore, Store):
             await tx.execute(q.run_upsert, *run_row)
 
         await self._write(write)
+        held = self._threads.get(cp.thread_id)
+        if held is not None and len(held) == first:
+            held.extend(cp.messages)
+        elif first == 0:
+            self._remember(cp.thread_id, list(cp.messages))
+        else:  # appended elsewhere too: the next load reads it whole
+            self._threads.pop(cp.thread_id, None)
 
     async def save_thread(self, thread: ThreadRecord) -> None:
         await self._execute(
@@ -252,6 +303,7 @@ class SqlStore(BaseStore, Store):
         return page_from_rows([_thread(r) for r in rows], lambda t: (t.updated_at, t.thread_id), "threads", limit)
 
     async def delete_thread(self, thread_id: str) -> None:
+        self._threads.pop(thread_id, None)
         await self._execute(self.q.thread_delete, thread_id)
 
     # -- runs ------------------------------------------------------------------------------------------------

@@ -50,6 +50,11 @@ QUERIES = Queries(
         VALUES ($1, $2, $3, $3, $4) ON CONFLICT (thread_id) DO NOTHING""",
     thread_count="SELECT message_count FROM threads WHERE thread_id = $1",
     thread_get=f"SELECT {THREAD_COLUMNS}, state FROM threads WHERE thread_id = $1",
+    thread_probe=f"""
+        SELECT {THREAD_COLUMNS}, state,
+            (SELECT body FROM runs r WHERE r.thread_id = t.thread_id ORDER BY updated_at DESC, run_id DESC LIMIT 1),
+            (SELECT message_id FROM messages m WHERE m.thread_id = t.thread_id AND m.seq = $2)
+        FROM threads t WHERE thread_id = $1""",
     thread_save="""
         INSERT INTO threads (thread_id, title, agent_id, parent_thread_id, metadata, created_at, updated_at)
         VALUES ($1, $2, $3, $4, $5, $6, $7)
