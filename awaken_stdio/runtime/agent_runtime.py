@@ -84,6 +84,7 @@ class AgentRuntime:
         self.plugins: list[Plugin] = []
         self.default_agent = default_agent
         self._resolved: dict[str, ResolvedAgent] = {}
+        self._compactors: dict[str, tuple[ResolvedAgent, Compactor]] = {}  # by agent, while it resolves the same
         self._active: dict[str, _ActiveRun] = {}
         for spec in agents:
             self.add_agent(spec)
@@ -286,7 +287,13 @@ class AgentRuntime:
     # -- compaction -----------------------------------------------------------------------------------------------
 
     def compactor(self, agent: ResolvedAgent) -> Compactor:
-        """The agent's compaction policy with the model that writes its summaries (``summary_model`` or its own)."""
+        """The agent's compaction policy with the model that writes its summaries (``summary_model`` or its own).
+
+        One per agent while its registrations stay the same: the compactor's running token totals outlive a run,
+        so deciding whether to compact costs the same at any conversation length."""
+        held = self._compactors.get(agent.id)
+        if held is not None and held[0] is agent:
+            return held[1]
         policy = CompactionPolicy.from_section(agent.spec.sections.get("compaction"))
         executor, model_name = agent.executor, agent.model_name
         if policy.summary_model is not None:
@@ -295,7 +302,9 @@ class AgentRuntime:
                 raise ConfigError(f"agent {agent.id!r}: summary_model {policy.summary_model!r} is not defined")
             executor, model_name = model
         window = agent.executor.capabilities(agent.model_name).context_window
-        return Compactor(policy, executor, model_name, window)
+        compactor = Compactor(policy, executor, model_name, window)
+        self._compactors[agent.id] = (agent, compactor)
+        return compactor
 
     def cost(self, model_id: str, usage: TokenUsage) -> float | None:
         """What ``usage`` of the model ``model_id`` cost in US dollars; ``None`` when its pricing is unknown."""

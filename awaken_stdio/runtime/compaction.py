@@ -27,6 +27,7 @@ window is nearly full.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 MIN_REMOVED_TOKENS = 1024
+_RUNNING_TOTALS = 64  # conversations whose running token total a compactor keeps, most recently used first out
 _NON_TEXT_CHARS = 50
 _TOOL_RESULT_CHARS = 2000  # of each tool result in the transcript: file dumps add little to a summary
 _OPEN, _CLOSE = "<conversation-summary>", "</conversation-summary>"
@@ -96,7 +98,7 @@ def model_view(messages: list[Message]) -> list[Message]:
     ``messages`` is the durable log, or a view already (a loaded run's history starts with its summary). A summary
     whose boundary is missing from a longer list cannot be placed: the whole list is returned, losing nothing.
     """
-    j = next((i for i in range(len(messages) - 1, -1, -1) if is_summary(messages[i])), None)
+    j = _latest_summary(messages)
     if j is None:
         return messages
     summary = messages[j]
@@ -105,6 +107,30 @@ def model_view(messages: list[Message]) -> list[Message]:
     if start is None:
         return messages
     return [summary, *(m for m in messages[start:] if not is_summary(m))]
+
+
+# per conversation (keyed by its first message's id): messages searched, the last one's id, the latest summary's index
+_SEARCHED: OrderedDict[str, tuple[int, str, int | None]] = OrderedDict()
+
+
+def _latest_summary(messages: list[Message]) -> int | None:
+    """The index of the latest summary in ``messages``. Asked several times a step of a growing conversation, so
+    only the messages appended since the last search of the same one are searched (they are never changed)."""
+    if not messages:
+        return None
+    key = messages[0].id
+    searched, last, found = _SEARCHED.get(key) or (0, "", None)
+    if searched > len(messages) or (searched and messages[searched - 1].id != last):
+        searched, found = 0, None
+    for i in range(len(messages) - 1, searched - 1, -1):
+        if is_summary(messages[i]):
+            found = i
+            break
+    _SEARCHED[key] = (len(messages), messages[-1].id, found)
+    _SEARCHED.move_to_end(key)
+    if len(_SEARCHED) > _RUNNING_TOTALS:
+        _SEARCHED.popitem(last=False)
+    return found
 
 
 def _real_user(m: Message) -> bool:
@@ -161,29 +187,41 @@ class Compactor:
         self.executor = executor
         self.model_name = model_name
         self.context_window = context_window
-        self._message_tokens: dict[str, int] = {}
+        # per conversation (keyed by the id of its view's first message): messages counted, the last one's id, total
+        self._totals: OrderedDict[str, tuple[int, str, int]] = OrderedDict()
         self._tools_key: object = None
         self._tools_tokens = 0
 
     def needed(self, view: list[Message], system_prompt: str, tools: list[dict[str, Any]]) -> bool:
         """Whether automatic compaction is on and the request (prompt, tools, conversation) reaches the threshold.
 
-        Asked before every inference, so estimates are cached: per message id (messages never change) and for
-        the tool list (the same list object while the agent is)."""
+        Asked before every inference, so it costs the same at any length: a conversation's estimate is a running
+        total to which only the messages appended since the last question are added (messages never change; a
+        view whose counted prefix differs, e.g. after a summary, is summed anew). The runtime keeps one compactor
+        per agent, so the totals outlive a run. The tool list's estimate is kept while the list object is."""
         if self.policy.mode == "off":
             return False
         if self._tools_key is not tools:
             self._tools_key, self._tools_tokens = tools, (len(json.dumps(tools, default=str)) // 4 if tools else 0)
-        cache = self._message_tokens
-        conversation = 0
-        for m in view:
-            tokens = cache.get(m.id)
-            if tokens is None:
-                tokens = cache[m.id] = message_tokens(m)
-            conversation += tokens
         return (
-            len(system_prompt) // 4 + self._tools_tokens + conversation >= self.policy.threshold * self.context_window
+            len(system_prompt) // 4 + self._tools_tokens + self._conversation_tokens(view)
+            >= self.policy.threshold * self.context_window
         )
+
+    def _conversation_tokens(self, view: list[Message]) -> int:
+        if not view:
+            return 0
+        key = view[0].id
+        counted, last, total = self._totals.get(key) or (0, "", 0)
+        if counted > len(view) or (counted and view[counted - 1].id != last):
+            counted = total = 0
+        for i in range(counted, len(view)):
+            total += message_tokens(view[i])
+        self._totals[key] = (len(view), view[-1].id, total)
+        self._totals.move_to_end(key)
+        if len(self._totals) > _RUNNING_TOTALS:
+            self._totals.popitem(last=False)
+        return total
 
     async def compact(self, view: list[Message]) -> CompactionResult:
         """Plan, summarise, and check the savings; the caller appends ``result.summary`` to the durable log."""

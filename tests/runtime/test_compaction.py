@@ -16,6 +16,7 @@ from awaken_stdio.contract.events import TextDelta
 from awaken_stdio.contract.inference import InferenceRequest, ModelCapabilities
 from awaken_stdio.contract.messages import ImageBlock, Message, TextBlock, ToolCall
 from awaken_stdio.providers.scripted import FunctionModel
+from awaken_stdio.runtime import compaction
 from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.runtime.compaction import (
@@ -147,6 +148,32 @@ def test_the_model_view_is_the_latest_summary_then_what_follows_its_boundary() -
     assert model_view([*log, a3, s2]) == [s2, u3, a3]  # the older summary is covered by the newer one
     lost = summary_message("lost")
     assert model_view([u1, a1, lost]) == [u1, a1, lost]  # a boundary it cannot find: nothing is dropped
+
+
+def test_a_growing_conversation_is_searched_for_summaries_only_where_it_grew(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[Message] = []
+    monkeypatch.setattr(compaction, "is_summary", lambda m: asked.append(m) or is_summary(m))
+    log = [user("1"), asst("a1"), user("2"), asst("a2")]
+    assert model_view(log) is log and len(asked) == 4
+    log.append(user("3"))
+    asked.clear()
+    assert model_view(log) is log and asked == [log[-1]]  # asked before every inference: O(1) of the history
+    s1 = summary_message(log[1].id)
+    log.append(s1)
+    assert model_view(log) == [s1, *log[2:5]]
+    other = [log[0], asst("elsewhere")]  # the same first message, another conversation: searched whole
+    asked.clear()
+    assert model_view(other) == other and len(asked) == 2
+
+
+async def test_deciding_to_compact_estimates_each_message_once_across_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    estimated: list[Message] = []
+    monkeypatch.setattr(compaction, "message_tokens", lambda m: estimated.append(m) or message_tokens(m))
+    models = Models(window=1_000_000)
+    runtime = models.runtime()
+    await converse(runtime, "t", *(f"turn {i}" for i in range(20)))
+    assert len(models.chat) == 20 and not models.summaries
+    assert len(estimated) == len({m.id for m in estimated}) == 39  # each once (the last answer asks nothing)
 
 
 # -- automatic compaction --------------------------------------------------------------------------------------
