@@ -149,7 +149,7 @@ async def _check_mcp_servers(loaded: LoadedConfig, progress: Progress) -> list[C
         return []
     from awaken_stdio.app.assemble import configured_specs
     from awaken_stdio.contract.errors import AwakenError
-    from awaken_stdio.tools.mcp_client import RestartPolicy, open_mcp_toolsets
+    from awaken_stdio.tools.mcp import RestartPolicy, open_mcp_toolsets
 
     try:
         specs = [replace(s, timeout_s=min(s.timeout_s, MCP_TIMEOUT_S)) for s in configured_specs(servers)]

@@ -153,7 +153,7 @@ def test_progress_goes_to_stderr_and_the_checks_to_stdout(tmp_path: Path) -> Non
 
 @pytest.mark.anyio
 async def test_a_missing_server_command_is_not_retried() -> None:
-    from awaken_stdio.tools.mcp_client import McpServerSpec, open_mcp_toolsets
+    from awaken_stdio.tools.mcp import McpServerSpec, open_mcp_toolsets
 
     spec = McpServerSpec("gone", "stdio", command="h4-no-such-mcp-server")
     async with open_mcp_toolsets([spec]) as toolsets:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
     from awaken_stdio.contract.suspension import ToolCallResume
     from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
-    from awaken_stdio.tools.mcp_client import McpServerStatus, McpToolsets
+    from awaken_stdio.tools.mcp import McpServerStatus, McpToolsets
 
 __all__ = ["App", "Settings", "load_settings", "open_app"]
 
@@ -166,7 +166,7 @@ class App:
         if not session.mcp_servers:
             yield extras
             return
-        from awaken_stdio.tools.mcp_client import McpServerSpec, RestartPolicy, open_mcp_toolsets
+        from awaken_stdio.tools.mcp import McpServerSpec, RestartPolicy, open_mcp_toolsets
 
         specs = [McpServerSpec.from_acp(e, cwd=session.cwd, timeout_s=_MCP_START_S) for e in session.mcp_servers]
         async with open_mcp_toolsets(specs, restart=RestartPolicy(max_failures=0)) as toolsets:
@@ -241,7 +241,7 @@ async def open_app(
 async def _configured_servers(app: App) -> AsyncIterator[McpToolsets]:
     """Connect ``[mcp_servers]`` (each under its own timeout) and keep their tools in ``app.runtime.tools``."""
     from awaken_stdio.app.assemble import configured_specs
-    from awaken_stdio.tools.mcp_client import open_mcp_toolsets
+    from awaken_stdio.tools.mcp import open_mcp_toolsets
 
     published: set[str] = set()
 

@@ -18,7 +18,7 @@ from awaken_stdio.contract.errors import ConfigError
 if TYPE_CHECKING:
     from awaken_stdio.contract.stores import Store
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
-    from awaken_stdio.tools.mcp_client import McpServerSpec
+    from awaken_stdio.tools.mcp import McpServerSpec
 
 __all__ = [
     "agent_spec",
@@ -115,7 +115,7 @@ async def open_runtime(loaded: LoadedConfig, *, store_url: str | None = None) ->
 
 def mcp_server_spec(name: str, config: McpServerConfig) -> McpServerSpec:
     """The spec of a ``[mcp_servers.<name>]`` table."""
-    from awaken_stdio.tools.mcp_client import McpServerSpec
+    from awaken_stdio.tools.mcp import McpServerSpec
 
     if bool(config.command) == bool(config.url):
         raise ConfigError(f"mcp_servers.{name}: give exactly one of `command` or `url`")

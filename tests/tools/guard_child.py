@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 
-from awaken_stdio.tools.mcp_client import McpServerSpec, open_mcp_toolsets
+from awaken_stdio.tools.mcp import McpServerSpec, open_mcp_toolsets
 from awaken_stdio.tools.workspace import LocalProcessRunner
 
 

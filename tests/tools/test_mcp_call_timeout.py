@@ -10,7 +10,7 @@ from test_mcp_client import SERVER, Calls, LogWatch, by_name, logs, stdio
 from awaken_stdio.app.assemble import mcp_server_spec
 from awaken_stdio.app.config import McpServerConfig
 from awaken_stdio.contract.errors import ToolFailure
-from awaken_stdio.tools.mcp_client import DEFAULT_CALL_TIMEOUT_S, McpServerSpec, open_mcp_toolsets
+from awaken_stdio.tools.mcp import DEFAULT_CALL_TIMEOUT_S, McpServerSpec, open_mcp_toolsets
 
 pytestmark = pytest.mark.anyio
 __all__ = ["logs"]  # the fixture, shared with test_mcp_client

@@ -23,7 +23,7 @@ from awaken_stdio.contract.errors import ConfigError, ToolError
 from awaken_stdio.contract.events import ActivitySnapshot, AgentEvent
 from awaken_stdio.contract.state import Snapshot
 from awaken_stdio.contract.tools import Tool, ToolCallContext
-from awaken_stdio.tools.mcp_client import (
+from awaken_stdio.tools.mcp import (
     McpServerSpec,
     McpServerStatus,
     McpTool,
@@ -36,7 +36,7 @@ from awaken_stdio.tools.schema import check_portable
 pytestmark = pytest.mark.anyio
 
 SERVER = Path(__file__).parent / "mcp_servers" / "server.py"
-LOGGER = "awaken_stdio.tools.mcp_client"
+LOGGER = "awaken_stdio.tools.mcp"
 FAST_RESTART = RestartPolicy(initial_s=0.05, max_s=0.2, max_failures=2)
 
 
@@ -178,7 +178,7 @@ def test_server_environment_is_an_allow_list() -> None:
 
 
 def test_importing_the_module_does_not_import_mcp() -> None:
-    code = "import sys, awaken_stdio.tools.mcp_client; print(sorted(m for m in sys.modules if m.startswith('mcp')))"
+    code = "import sys, awaken_stdio.tools.mcp; print(sorted(m for m in sys.modules if m.startswith('mcp')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30)
     assert out.stdout.strip() == "[]"
 
@@ -468,7 +468,7 @@ def test_server_stderr_never_reaches_stdout() -> None:
         f"""
         import logging, sys, anyio
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
-        from awaken_stdio.tools.mcp_client import McpServerSpec, open_mcp_toolsets
+        from awaken_stdio.tools.mcp import McpServerSpec, open_mcp_toolsets
 
         async def main():
             spec = McpServerSpec("noisy", "stdio", command=sys.executable, args=({str(SERVER)!r}, "--noisy"))
