@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.messages import ContentBlock, content_from_json, content_to_json
 from awaken_stdio.contract.state import Snapshot, StateCommand, StateKey, V
 
 if TYPE_CHECKING:
@@ -103,7 +104,10 @@ def infer_tool_kind(name: str) -> ToolKind:
 
 @dataclass(slots=True)
 class ToolResult:
-    """The outcome of one call. ``message`` (else JSON of ``data``) is what the model reads."""
+    """The outcome of one call. ``message`` (else JSON of ``data``) is what the model reads.
+
+    ``content``: rich blocks (images, audio, resources; ``contract/content.py``) the protocols show as they are.
+    """
 
     tool_name: str
     status: ToolStatus
@@ -111,6 +115,7 @@ class ToolResult:
     message: str | None = None
     suspension: SuspendTicket | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    content: list[ContentBlock] = field(default_factory=list)
 
     @staticmethod
     def success(tool_name: str, data: Any = None, message: str | None = None) -> ToolResult:
@@ -121,6 +126,14 @@ class ToolResult:
         if code is not None:
             return ToolResult(tool_name, "error", {"error": {"code": code, "message": message}}, f"[{code}] {message}")
         return ToolResult(tool_name, "error", data, message)
+
+    @staticmethod
+    def rich(tool_name: str, blocks: ContentBlock | list[ContentBlock] | tuple[ContentBlock, ...]) -> ToolResult:
+        """A success made of content blocks; the model reads their text and a stand-in for each other block."""
+        from awaken_stdio.contract.content import model_text
+
+        content = list(blocks) if isinstance(blocks, list | tuple) else [blocks]
+        return ToolResult(tool_name, "success", None, model_text(content), content=content)
 
     @staticmethod
     def suspended(tool_name: str, ticket: SuspendTicket | None = None, message: str | None = None) -> ToolResult:
@@ -149,6 +162,8 @@ class ToolResult:
             out["suspension"] = self.suspension.to_json()
         if self.metadata:
             out["metadata"] = self.metadata
+        if self.content:
+            out["content"] = [content_to_json(b) for b in self.content]
         return out
 
     @staticmethod
@@ -163,6 +178,7 @@ class ToolResult:
             d.get("message"),
             SuspendTicket.from_json(ticket) if ticket else None,
             dict(d.get("metadata") or {}),
+            [content_from_json(b) for b in d.get("content") or ()],
         )
 
 

@@ -35,6 +35,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 from typing_extensions import is_typeddict
 
+from awaken_stdio.contract.content import CONTENT_TYPES, is_content
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import (
@@ -158,6 +159,8 @@ class FunctionTool(Tool):
         except anyio.get_cancelled_exc_class():
             ctx.cancel.cancel()  # an abandoned thread keeps running: tell it to stop
             raise
+        if is_content(value):  # images, audio, resources: kept as blocks, not turned into JSON
+            return ToolResult.rich(self._name, value)
         return _json_ready(value)
 
     def previewer(
@@ -319,7 +322,7 @@ class _Signature:
         Python 3.12) means no schema rather than a tool that cannot be listed.
         """
         ret = _unannotated(self.returns)
-        if not isinstance(ret, type) or issubclass(ret, ToolResult | ToolOutput):
+        if not isinstance(ret, type) or issubclass(ret, (ToolResult, ToolOutput, *CONTENT_TYPES)):
             return None
         if not (issubclass(ret, BaseModel) or is_dataclass(ret) or is_typeddict(ret)):
             return None

@@ -9,9 +9,10 @@ One mapping serves the live stream (``TurnEncoder``, fed the events of a run) an
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from awaken_stdio.contract.content import to_wire
 from awaken_stdio.contract.events import (
     ActivitySnapshot,
     AgentEvent,
@@ -24,10 +25,9 @@ from awaken_stdio.contract.events import (
     ToolCallStart,
 )
 from awaken_stdio.contract.lifecycle import TerminationReason
-from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.messages import ContentBlock, Message
 from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import ToolDescriptor, ToolResult, infer_tool_kind
-from awaken_stdio.protocols.acp.wire import content_block_to_wire
 
 __all__ = ["DescriptorLookup", "TurnEncoder", "preview_fields", "replay", "stop_reason", "tool_call", "tool_title"]
 
@@ -110,10 +110,13 @@ def preview_fields(preview: ToolPreview) -> dict[str, Any]:
     return {"content": content, "locations": locations} if locations else {"content": content}
 
 
-def _result_fields(data: Any, metadata: dict[str, Any] | None, text: str, failed: bool) -> dict[str, Any]:
-    """``content``, ``locations`` and ``rawOutput`` of a finished call: a diff for edits, the terminal for commands."""
+def _result_fields(
+    data: Any, metadata: dict[str, Any] | None, text: str, failed: bool, blocks: Sequence[ContentBlock] = ()
+) -> dict[str, Any]:
+    """``content``, ``locations`` and ``rawOutput`` of a finished call: a diff for edits, the terminal for commands,
+    a rich result's blocks (images, audio, resources) as ACP content."""
     fields: dict[str, Any] = {"rawOutput": data}
-    content: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = [{"type": "content", "content": to_wire(b)} for b in blocks]
     if isinstance(data, dict):
         diff = data.get("diff")
         if isinstance(diff, dict) and not failed:
@@ -218,7 +221,7 @@ class TurnEncoder:
             "sessionUpdate": "tool_call_update",
             "toolCallId": call_id,
             "status": "failed" if failed else "completed",
-            **_result_fields(result.data, result.metadata, result.text_for_model(), failed),
+            **_result_fields(result.data, result.metadata, result.text_for_model(), failed, result.content),
         }
         updates = [update]
         if result.tool_name == _PLAN_TOOL and not failed and isinstance(result.data, dict):
@@ -274,7 +277,7 @@ def replay(messages: list[Message], lookup: DescriptorLookup) -> Iterator[dict[s
                 yield {
                     "sessionUpdate": "user_message_chunk",
                     "messageId": m.id,
-                    "content": content_block_to_wire(block),
+                    "content": to_wire(block),
                 }
         elif m.role == "assistant" and not m.internal:
             for thought in m.thinking:

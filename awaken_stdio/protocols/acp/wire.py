@@ -37,7 +37,6 @@ __all__ = [
     "SessionSetupParams",
     "SetConfigOptionParams",
     "SetModeParams",
-    "content_block_to_wire",
     "prompt_to_blocks",
 ]
 
@@ -165,28 +164,3 @@ def prompt_to_blocks(prompt: list[dict[str, Any]], caps: PromptCapabilities) -> 
         except (KeyError, TypeError) as exc:
             raise JsonRpcError(INVALID_PARAMS, f"malformed {kind} content block: missing {exc}") from None
     return blocks
-
-
-def content_block_to_wire(block: ContentBlock) -> dict[str, Any]:
-    """A runtime content block as ACP's (for replaying user messages)."""
-    if type(block) is TextBlock:
-        return {"type": "text", "text": block.text}
-    if isinstance(block, ImageBlock):
-        out = {"type": "image", "data": block.data, "mimeType": block.mime_type}
-        return out | ({"uri": block.uri} if block.uri else {})
-    if isinstance(block, AudioBlock):
-        return {"type": "audio", "data": block.data, "mimeType": block.mime_type}
-    if isinstance(block, ResourceBlock):
-        resource: dict[str, Any] = {"uri": block.uri}
-        if block.text is not None:
-            resource["text"] = block.text
-        else:
-            resource["blob"] = block.blob or ""
-        if block.mime_type:
-            resource["mimeType"] = block.mime_type
-        return {"type": "resource", "resource": resource}
-    assert isinstance(block, ResourceLinkBlock)
-    optional = {"mimeType": block.mime_type, "title": block.title, "description": block.description, "size": block.size}
-    return {"type": "resource_link", "uri": block.uri, "name": block.name} | {
-        k: v for k, v in optional.items() if v is not None
-    }

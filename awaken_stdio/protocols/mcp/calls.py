@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from awaken_stdio.contract.content import to_wire
 from awaken_stdio.contract.errors import AwakenError, InvalidResume, ThreadAlreadyRunning, ToolError
 from awaken_stdio.contract.events import (
     ActivitySnapshot,
@@ -483,7 +484,9 @@ def run_result(result: AgentRunResult) -> dict[str, Any]:
 
 def tool_result(result: ToolResult, *, structured_ok: bool = True) -> dict[str, Any]:
     """A tool's result: its text for the model, and its data as ``structuredContent`` when it is an object."""
-    out: dict[str, Any] = {"content": [text_block(_cap(result.text_for_model()))], "isError": result.is_error}
+    # rich blocks as they are (their text stand-ins are for models)
+    blocks = [to_wire(b) for b in result.content] or [text_block(_cap(result.text_for_model()))]
+    out: dict[str, Any] = {"content": blocks, "isError": result.is_error}
     structured = isinstance(result.data, dict) and structured_ok and not result.is_error
     if structured and len(_json(result.data)) <= MAX_RESULT_CHARS:
         out["structuredContent"] = result.data

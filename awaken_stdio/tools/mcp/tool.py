@@ -152,27 +152,21 @@ def _portable_output(schema: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
 
 
-def _content_text(block: Any) -> str:
-    kind = getattr(block, "type", None)
-    if kind == "text":
-        return str(block.text)
-    if kind in ("image", "audio"):
-        return f"[{kind}: {block.mime_type}]"
-    if kind == "resource_link":
-        return f"[resource: {block.uri}]"
-    if kind == "resource":
-        text = getattr(block.resource, "text", None)
-        return str(text) if text is not None else f"[resource: {block.resource.uri}]"
-    return f"[{kind} content]"
-
-
 def _tool_result(name: str, result: mcp_types.CallToolResult) -> ToolResult:
     """``isError`` becomes a failed result with the server's text; structured content is the data, text the
-    message."""
-    text = "\n".join(_content_text(block) for block in result.content)
+    message; images, audio and resources stay blocks (``ToolResult.content``) for the protocols to show."""
+    from awaken_stdio.contract.content import from_wire, model_text
+
+    wire = [block.model_dump(by_alias=True, exclude_none=True, mode="json") for block in result.content]
+    blocks = [b for b in map(from_wire, wire) if b is not None]
+    text = model_text(blocks)
     structured = result.structured_content
     if result.is_error:
         return ToolResult.error(name, text or "the MCP tool failed without a message", data=structured)
     if structured is not None:
-        return ToolResult.success(name, data=structured, message=text or None)
-    return ToolResult.success(name, data=text, message=text)
+        out = ToolResult.success(name, data=structured, message=text or None)
+    else:
+        out = ToolResult.success(name, data=text, message=text)
+    if any(b.type != "text" for b in blocks):
+        out.content = blocks
+    return out

@@ -9,7 +9,14 @@ import anyio
 from pydantic import BaseModel
 
 from awaken_stdio import tool
+from awaken_stdio.contract.content import audio, embedded, image, resource_link
+from awaken_stdio.contract.messages import ContentBlock, TextBlock
 from awaken_stdio.contract.tools import ToolCallContext
+
+PIXEL = bytes.fromhex(  # a 1x1 red PNG
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63fccfc0f01f0005050200"
+    "5fc8f1d20000000049454e44ae426082"
+)
 
 
 class Sum(BaseModel):
@@ -59,3 +66,15 @@ def mark(label: str, ctx: ToolCallContext) -> str:
     with open(Path(ctx.cwd or os.getcwd()) / "marks.txt", "a", encoding="utf-8") as f:
         f.write(label + "\n")
     return f"marked {label}"
+
+
+@tool(read_only=True)
+def picture() -> list[ContentBlock]:
+    """A rich result: text, an image, audio, an embedded resource and a resource link."""
+    return [
+        TextBlock("A red pixel."),
+        image(PIXEL, "image/png"),
+        audio(b"RIFF", "audio/wav"),
+        embedded("memo://pixel", text="red", mime_type="text/plain"),
+        resource_link("awaken://runs/r1", "run r1", mime_type="application/json"),
+    ]
