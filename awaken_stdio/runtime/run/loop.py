@@ -10,33 +10,27 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from awaken_stdio.contract.errors import (
     DecisionTargetNotFound,
-    ProviderError,
     ToolError,
     ToolFailure,
-    VersionConflict,
 )
 from awaken_stdio.contract.events import (
-    AgentEvent,
-    ErrorEvent,
     InferenceComplete,
     ReasoningDelta,
     RunFinish,
     RunResult,
     RunStart,
-    StateSnapshot,
     StepEnd,
     StepStart,
     TextDelta,
     ToolCallDelta,
-    ToolCallDone,
     ToolCallReady,
     ToolCallResumed,
     ToolCallStart,
@@ -51,34 +45,35 @@ from awaken_stdio.contract.inference import (
     ToolCallChunk,
 )
 from awaken_stdio.contract.lifecycle import TerminationReason
-from awaken_stdio.contract.mailbox import EffectRecord, MailboxStore
+from awaken_stdio.contract.mailbox import EffectRecord
 from awaken_stdio.contract.messages import Message, TextBlock, ToolCall, valid_text, valid_value
-from awaken_stdio.contract.profile import ProfileAccess
 from awaken_stdio.contract.state import MutationBatch, Snapshot, StateCommand
-from awaken_stdio.contract.stores import Checkpoint, RunRecord, Store, WaitingState, WaitingTicket
 from awaken_stdio.contract.suspension import (
     OUTCOME_UNKNOWN_ACTION,
     PendingToolCall,
     SuspendTicket,
     Suspension,
     ToolCallResume,
-    waiting_reason_for,
 )
 from awaken_stdio.contract.tools import (
-    CancelToken,
     Tool,
-    ToolCallContext,
     ToolOutput,
     ToolResult,
-    preview_call,
     tool_error_result,
 )
-from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
-from awaken_stdio.runtime.compaction import Compactor, model_view
+from awaken_stdio.runtime.activation import AgentRunResult
+from awaken_stdio.runtime.compaction import model_view
 from awaken_stdio.runtime.executors import INTERRUPTED, CallResult, executor_for
-from awaken_stdio.runtime.frontend import FrontEndTool
-from awaken_stdio.runtime.phases import PhaseEngine
-from awaken_stdio.runtime.plugins import Block, GateDecision, Phase, PhaseContext, SetResult, Suspend
+from awaken_stdio.runtime.plugins import Block, GateDecision, Phase, SetResult, Suspend
+from awaken_stdio.runtime.run.calls import (
+    AWAITING_APPROVAL,
+    cancel_suspended,
+    commit_call,
+    set_waiting,
+    suspend_call,
+)
+from awaken_stdio.runtime.run.finish import CHECKPOINT_RETRIES, checkpoint, fail, finish_or_fail, result
+from awaken_stdio.runtime.run.state import RunState, StopRun
 from awaken_stdio.runtime.runtime_keys import (
     RUN_LIFECYCLE,
     TOOL_CALL_STATES,
@@ -86,155 +81,20 @@ from awaken_stdio.runtime.runtime_keys import (
     ToolCallState,
     ToolCallStatesUpdate,
 )
-from awaken_stdio.runtime.state_store import StateStore
 
-if TYPE_CHECKING:
-    from awaken_stdio.runtime.resolve import ResolvedAgent
-
-__all__ = ["AgentLoop"]
+__all__ = ["CHECKPOINT_RETRIES", "INTERRUPTED", "SUPERSEDED", "AgentLoop"]
 
 log = logging.getLogger(__name__)
 
 _GATE_PRIORITY = {Block: 3, Suspend: 2, SetResult: 1}
-CHECKPOINT_RETRIES = 8  # checkpoints lost to other writers' appends before giving up
 _RAW_ARGUMENTS = "__raw_arguments"  # what StreamAccumulator keeps of arguments that did not parse
 SUPERSEDED = "[tool call superseded by a new user message]"
-_CANCELLED_WITH_RUN = "[tool call cancelled with the run]"
-_AWAITING_APPROVAL = "Tool '{}' suspended: awaiting approval"
 
 
-class _StopRun(Exception):
-    """Internal: a step decided the run ends with ``termination``."""
-
-    def __init__(self, termination: TerminationReason) -> None:
-        self.termination = termination
-
-
-class AgentLoop:
+class AgentLoop(RunState):
     """Runs one activation to its end (or to a suspension). Built and driven by :class:`AgentRuntime`."""
 
-    def __init__(
-        self,
-        *,
-        agent: ResolvedAgent,
-        resolve: Callable[[str], ResolvedAgent],
-        activation: RunActivation,
-        thread_id: str,
-        record: RunRecord,
-        history: list[Message],
-        thread_state: Any,
-        store: Store | None,
-        sink: EventSink | None,
-        decisions: anyio.abc.ObjectReceiveStream[list[tuple[str, ToolCallResume]]] | None,
-        cancel: CancelToken,
-        stored_count: int | None = None,
-        compactor: Callable[[ResolvedAgent], Compactor] | None = None,
-    ) -> None:
-        self.agent = agent
-        self._resolve = resolve
-        self.activation = activation
-        self.thread_id = thread_id
-        self.run_id = record.run_id
-        self.record = record
-        self.messages = history
-        self.written = len(history)  # messages[:written] are in the store
-        # how many messages the store holds for the thread (more than ``history`` when a summary replaces some)
-        self.stored_count = len(history) if stored_count is None else stored_count
-        self._compactor = compactor
-        self._compactors: dict[str, Compactor] = {}
-        self._compaction_tried = False
-        self.store = store
-        self.sink = sink
-        self.decisions = decisions
-        self.cancel = cancel
-        self.cancel_scope = anyio.CancelScope()
-        self.usage = record.usage
-        self.steps = record.steps
-        self.response = ""
-        self.inferences = 0
-        self.started = time.monotonic()
-        self.partial_text: list[str] = []
-        self._input_appended = False
-        # the activation's own tools (an ACP session's MCP servers); the agent's registered tools win a clash
-        self.extra_tools = {t.name: t for t in activation.tools if t.name not in agent.tools}
-        # what _tool falls back to after the agent's tools: extra tools, then the client's (frontend) tools
-        self._activation_tools: dict[str, Tool] = {d.name: FrontEndTool(d) for d in reversed(activation.frontend_tools)}
-        self._activation_tools.update(self.extra_tools)
-        self._extra_descriptors = [t.descriptor for t in self.extra_tools.values()] + list(activation.frontend_tools)
-        self._tools_for: tuple[ResolvedAgent, list[dict[str, Any]], dict[str, Any]] | None = None
-        self._reasked = False  # a call a dead process left running was offered for approval again
-        self._fatal: str | None = None  # the reason a tool's raised ToolError gave to end the run
-        self.ledger: MailboxStore | None = store.mailbox if store is not None else None
-        self.partial_id: str | None = None
-        self.state = StateStore()
-        self.engine = PhaseEngine(self.state)
-        self.profile: ProfileAccess | None = None
-        self.identity = record.identity()
-        self._install(agent)
-        if thread_state is not None:
-            self.state.restore_thread_scoped(thread_state, "skip")
-
     # -- setup --------------------------------------------------------------------------------------------------
-
-    def _install(self, agent: ResolvedAgent) -> None:
-        r = agent.registrar
-        self.state.register_key(RUN_LIFECYCLE, skip_if_present=True)
-        self.state.register_key(TOOL_CALL_STATES, skip_if_present=True)
-        by_plugin: dict[str, list[Any]] = {}
-        for key in r.keys:
-            if self.state.key(key.key) is key:
-                continue
-            by_plugin.setdefault(r.key_owner.get(key.key, ""), []).append(key)
-        for plugin_id, keys in by_plugin.items():
-            self.state.install_plugin(plugin_id or "__anonymous", keys)
-        self.engine.hooks = agent.hooks
-        self.engine.actions = dict(r.actions)
-        self.engine.effects = dict(r.effects)
-        if self.store is not None:
-            self.profile = ProfileAccess(self.store, r.profile_keys)
-
-    async def emit(self, event: AgentEvent) -> None:
-        if self.sink is not None:
-            await self.sink(event)
-
-    def ctx(self, phase: Phase, **fields: Any) -> Callable[[], PhaseContext]:
-        def make() -> PhaseContext:
-            return PhaseContext(
-                phase,
-                self.state.snapshot(),
-                self.thread_id,
-                self.run_id,
-                self.agent.spec,
-                self.messages,
-                step=self.steps,
-                cwd=self.activation.cwd,
-                profile=self.profile,
-                cancel=self.cancel,
-                services=self.activation.services,
-                run_identity=self.identity,
-                **fields,
-            )
-
-        return make
-
-    def tool_ctx(
-        self, phase: Phase, call: ToolCall, tool: Tool | None = None, **fields: Any
-    ) -> Callable[[], PhaseContext]:
-        """A context factory for the per-call phases (gate, before/after execute, decisions)."""
-        return self.ctx(
-            phase,
-            tool_name=call.name,
-            tool_call_id=call.id,
-            tool_args=call.arguments,
-            tool_descriptor=tool.descriptor if tool is not None else None,
-            **fields,
-        )
-
-    async def commit(self, cmd: StateCommand) -> None:
-        await self.engine.submit(cmd)
-
-    def tool_states(self) -> dict[str, ToolCallState]:
-        return self.state.snapshot().get(TOOL_CALL_STATES)
 
     # -- the run ------------------------------------------------------------------------------------------------
 
@@ -245,7 +105,7 @@ class AgentLoop:
             with self.cancel_scope:
                 try:
                     termination = await self._run()
-                except _StopRun as stop:
+                except StopRun as stop:
                     termination = stop.termination
                 except Exception as exc:
                     error = exc
@@ -254,7 +114,7 @@ class AgentLoop:
             # cancelled like ``AgentRuntime.cancel`` does, then let the cancellation go on.
             self.cancel.cancel()
             with anyio.CancelScope(shield=True):
-                await self._finish_or_fail(TerminationReason.cancelled())
+                await finish_or_fail(self, TerminationReason.cancelled())
             raise
         cancelled_while_suspending = (
             self.cancel.cancelled and termination is not None and termination.type == "suspended"
@@ -263,23 +123,25 @@ class AgentLoop:
             # a cancel that lands while the run reports its suspension (e.g. from the sink) meets no await
             # afterwards: the run must still end cancelled, not wait for a decision nobody will give
             termination = TerminationReason.cancelled()
-        with anyio.CancelScope(shield=True):
-            if error is not None:
-                await self._fail(error)
-                raise error
-            assert termination is not None
-            if termination.type != "suspended":
-                failure = await self._finish_or_fail(termination)
-                if failure is not None:
-                    raise failure
-        return self._result(termination)
+        if error is not None:
+            with anyio.CancelScope(shield=True):
+                await fail(self, error)
+            raise error
+        assert termination is not None
+        if termination.type != "suspended":
+            failure: Exception | None = None
+            with anyio.CancelScope(shield=True):
+                failure = await finish_or_fail(self, termination)
+            if failure is not None:
+                raise failure
+        return result(self, termination)
 
     async def _run(self) -> TerminationReason:
         await self.emit(RunStart(self.thread_id, self.run_id, self.agent.id, self.activation.parent_run_id))
         resumed_targets = await self._prepare()
         if self.record.status == "waiting" or resumed_targets:
             await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_running()))
-        if self._reasked and not resumed_targets and self._suspended_calls():
+        if self.reasked and not resumed_targets and self.suspended_calls():
             self._append_input()
             outcome = await self._suspend_and_wait()
             if outcome is not None:
@@ -289,7 +151,7 @@ class AgentLoop:
             self._append_input()  # after the replayed results: a tool result must follow its call
             if blocked is not None:
                 return blocked
-            if self._suspended_calls():
+            if self.suspended_calls():
                 outcome = await self._suspend_and_wait()
                 if outcome is not None:
                     return outcome
@@ -315,7 +177,7 @@ class AgentLoop:
         await self.commit(lifecycle)
         stale = await self._recover_effects()
         if a.has_visible_user_message and not a.decisions:
-            await self._cancel_suspended(SUPERSEDED)
+            await cancel_suspended(self, SUPERSEDED)
         decisions = [(t, d) for t, d in a.decisions if d.decision_id not in stale]
         if decisions:
             targets = await self._apply_decisions(decisions)
@@ -326,8 +188,8 @@ class AgentLoop:
 
     def _append_input(self) -> None:
         """Append the activation's messages (once)."""
-        if not self._input_appended:
-            self._input_appended = True
+        if not self.input_appended:
+            self.input_appended = True
             for m in self.activation.messages:
                 self.messages.append(m if m.run_id else replace(m, run_id=self.run_id))
                 self.record.input_message_ids.append(m.id)
@@ -368,7 +230,7 @@ class AgentLoop:
             if result is not None:
                 put = ToolCallStatesUpdate.put(ToolCallState(call.id, call.name, call.arguments, "resuming"))
                 await self.commit(StateCommand().update(TOOL_CALL_STATES, put))
-                await self._commit_call(CallResult(call, result), resumed=True)
+                await commit_call(self, CallResult(call, result), resumed=True)
                 continue
             message = (
                 f"The earlier attempt of tool '{call.name}' was interrupted (the process stopped) and its outcome "
@@ -379,8 +241,8 @@ class AgentLoop:
                 PendingToolCall(f"perm_{call.id}", "permission_confirm", call.arguments),
                 "replay_tool_call",
             )
-            await self._suspend_call(call, ticket, message, {"unknown_after_crash": True})
-            self._reasked = True
+            await suspend_call(self, call, ticket, message, {"unknown_after_crash": True})
+            self.reasked = True
         return {e.decision_id for e in effects if e.status != "finished" and e.decision_id}
 
     def check_decisions(self, decisions: list[tuple[str, ToolCallResume]]) -> None:
@@ -417,9 +279,6 @@ class AgentLoop:
                 await plugin.on_decision(make(), decision)
         await self.commit(cmd)
         return sorted(targets)
-
-    def _suspended_calls(self) -> list[ToolCallState]:
-        return sorted((s for s in self.tool_states().values() if s.status == "suspended"), key=lambda s: s.call_id)
 
     # -- one step -----------------------------------------------------------------------------------------------
 
@@ -463,9 +322,9 @@ class AgentLoop:
             return TerminationReason.natural()
 
         blocked = await self._run_tools(response.tool_calls)
-        suspended = bool(self._suspended_calls())
+        suspended = bool(self.suspended_calls())
         if suspended and blocked is None:
-            await self._set_waiting()
+            await set_waiting(self)
         await self._complete_step()
         if blocked is not None:
             return blocked
@@ -475,13 +334,9 @@ class AgentLoop:
         self.steps += 1
         await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.step_completed()))
         await self.engine.run_phase(Phase.STEP_END, self.ctx(Phase.STEP_END))
-        await self.checkpoint()
-        await self._emit_state()
+        await checkpoint(self)
+        await self.emit_state()
         await self.emit(StepEnd(self.steps))
-
-    async def _emit_state(self) -> None:
-        if self.sink is not None:
-            await self.emit(StateSnapshot(self.state.export_persisted()))
 
     def _stop_policy(self, response: StreamResult) -> TerminationReason | None:
         spec = self.agent.spec
@@ -503,15 +358,15 @@ class AgentLoop:
         Tried once a run: its kept suffix is the whole latest user turn, so a second plan could not cut later. A
         failed summary is logged and the inference goes ahead with the whole conversation.
         """
-        if self._compactor is None or self._compaction_tried:
+        if self.compactor_for is None or self.compaction_tried:
             return
-        compactor = self._compactors.get(self.agent.id)  # one per agent for the run: it caches estimates
+        compactor = self.compactors.get(self.agent.id)  # one per agent for the run: it caches estimates
         if compactor is None:
-            compactor = self._compactors[self.agent.id] = self._compactor(self.agent)
+            compactor = self.compactors[self.agent.id] = self.compactor_for(self.agent)
         view = model_view(self.messages)
         if not compactor.needed(view, self.agent.spec.system_prompt, self.agent.tool_json):
             return
-        self._compaction_tried = True
+        self.compaction_tried = True
         try:
             result = await compactor.compact(view)
         except Exception:
@@ -526,8 +381,8 @@ class AgentLoop:
     def _offered_tools(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The tool JSON sent to the model and the descriptors offered, by name; built once per agent, not per step."""
         agent = self.agent
-        if self._tools_for is None or self._tools_for[0] is not agent:
-            extra = self._extra_descriptors
+        if self.tools_for is None or self.tools_for[0] is not agent:
+            extra = self.extra_descriptors
             tool_json = agent.tool_json
             if extra:
                 tool_json = tool_json + [
@@ -535,8 +390,8 @@ class AgentLoop:
                 ]
             offered = {n: t.descriptor for n, t in agent.tools.items()}
             offered.update((d.name, d) for d in extra)
-            self._tools_for = (agent, tool_json, offered)
-        return self._tools_for[1], self._tools_for[2]
+            self.tools_for = (agent, tool_json, offered)
+        return self.tools_for[1], self.tools_for[2]
 
     def build_request(self) -> InferenceRequest:
         agent = self.agent
@@ -608,9 +463,6 @@ class AgentLoop:
 
     # -- tools --------------------------------------------------------------------------------------------------
 
-    def _tool(self, name: str) -> Tool | None:
-        return self.agent.tools.get(name) or self._activation_tools.get(name)
-
     async def _gate(self, call: ToolCall, tool: Tool, resume_input: ToolCallResume | None) -> GateDecision | None:
         gates = self.agent.registrar.gates
         if not gates:
@@ -646,11 +498,13 @@ class AgentLoop:
             if not batch:
                 return True
             todo, batch = batch, []
-            done = await executor.execute(todo, self._invoke, self._commit_call, self.state.snapshot())
-            return done and self._fatal is None
+            done = await executor.execute(
+                todo, self._invoke, lambda outcome: commit_call(self, outcome), self.state.snapshot()
+            )
+            return done and self.fatal is None
 
         for i, call in enumerate(calls):
-            tool = self._tool(call.name)
+            tool = self.tool(call.name)
             if tool is None:
                 batch.append(call)  # _invoke reports "tool 'X' not found"
                 continue
@@ -663,46 +517,27 @@ class AgentLoop:
             if decision is None:
                 batch.append(call)
             elif isinstance(decision, Block):
-                await self._commit_call(_rejected(call, decision))
+                await commit_call(self, _rejected(call, decision))
                 await self._interrupt(calls[i + 1 :])
                 return TerminationReason.blocked(decision.reason)
             elif isinstance(decision, Suspend):
-                await self._suspend_call(call, decision.ticket, _AWAITING_APPROVAL.format(call.name))
+                await suspend_call(self, call, decision.ticket, AWAITING_APPROVAL.format(call.name))
             else:
-                await self._commit_call(await self._after_tool(call, tool, decision.result, StateCommand()))
+                await commit_call(self, await self._after_tool(call, tool, decision.result, StateCommand()))
         await flush()
         return self._fatal_end()
 
     def _fatal_end(self) -> TerminationReason | None:
-        return TerminationReason.error(self._fatal) if self._fatal is not None else None
+        return TerminationReason.error(self.fatal) if self.fatal is not None else None
 
     async def _interrupt(self, calls: tuple[ToolCall, ...] | list[ToolCall]) -> None:
         for call in calls:
-            await self._commit_call(CallResult(call, ToolResult.error(call.name, INTERRUPTED)))
-
-    def _call_context(self, call: ToolCall, snapshot: Snapshot, state: ToolCallState | None) -> ToolCallContext:
-        return ToolCallContext(
-            call.id,
-            call.name,
-            self.thread_id,
-            self.run_id,
-            self.agent.id,
-            snapshot,
-            cwd=self.activation.cwd,
-            resume_input=state.resume_input if state else None,
-            suspension_id=state.suspension_id if state else None,
-            suspension_reason=state.suspension_reason if state else None,
-            profile=self.profile,
-            cancel=self.cancel,
-            services=self.activation.services,
-            emit=self.emit if self.sink is not None else None,
-            run_identity=self.identity,
-        )
+            await commit_call(self, CallResult(call, ToolResult.error(call.name, INTERRUPTED)))
 
     async def _invoke(
         self, call: ToolCall, snapshot: Snapshot | None, state: ToolCallState | None = None
     ) -> CallResult:
-        tool = self._tool(call.name)
+        tool = self.tool(call.name)
         if tool is None:
             return _not_found(call)
         resume = state.resume_input if state else None
@@ -710,12 +545,13 @@ class AgentLoop:
             Phase.BEFORE_TOOL_EXECUTE, self.tool_ctx(Phase.BEFORE_TOOL_EXECUTE, call, tool, resume_input=resume)
         )
         await self.commit(before)
-        ctx = self._call_context(call, snapshot or self.state.snapshot(), state)
+        ctx = self.call_context(call, snapshot or self.state.snapshot(), state)
         command = StateCommand()
         started = executing = False
         fatal: str | None = None
         try:
-            args = call.arguments if isinstance(call.arguments, dict) else {}
+            # a stored conversation (message_from_json) may hold any JSON value there
+            args = call.arguments if isinstance(call.arguments, dict) else {}  # pyright: ignore[reportUnnecessaryIsInstance]
             if _RAW_ARGUMENTS in args:  # the model's arguments were not JSON: let it fix them, never run on junk
                 raise ToolFailure(f"not valid JSON: {args[_RAW_ARGUMENTS]}", "invalid_arguments")
             args = tool.validate_args(args)
@@ -775,87 +611,7 @@ class AgentLoop:
         )
         return CallResult(call, result, command.extend(after))
 
-    async def _commit_call(self, outcome: CallResult, *, resumed: bool = False) -> None:
-        """Record one finished call: state, tool message, event."""
-        call, result = outcome.call, _valid_result(outcome.result)
-        if outcome.fatal is not None and self._fatal is None:
-            self._fatal = outcome.fatal
-        if result.is_pending:
-            ticket = result.suspension or _default_ticket(call)
-            await self.commit(outcome.command)
-            message = result.message or f"Tool '{call.name}' suspended: awaiting decision"
-            await self._suspend_call(call, ticket, message, result.metadata)
-            return
-        status = "failed" if result.is_error else "succeeded"
-        previous = self.tool_states().get(call.id)
-        state = ToolCallState(call.id, call.name, call.arguments, status, now_ms())
-        if previous is not None:
-            state = replace(previous, status=status, updated_at=state.updated_at)
-        cmd = StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state))
-        await self.commit(cmd.extend(outcome.command))
-        message = Message.tool(call.id, result.text_for_model())
-        # the final status travels with the durable message, so a replay (ACP session/load) shows failures
-        metadata = {"status": "failed"} if result.is_error else None
-        self.messages.append(replace(message, run_id=self.run_id, metadata=metadata))
-        if resumed:
-            await self.emit(ToolCallResumed(call.id, _resumed_payload(result), status))
-        else:
-            await self.emit(ToolCallDone(call.id, message.id, result, status))
-
-    async def _suspend_call(
-        self, call: ToolCall, ticket: SuspendTicket, message: str, metadata: dict[str, Any] | None = None
-    ) -> None:
-        ticket = await self._with_preview(call, ticket)
-        state = ToolCallState(
-            call.id,
-            call.name,
-            call.arguments,
-            "suspended",
-            now_ms(),
-            ticket.resume_mode,
-            ticket.suspension.id,
-            ticket.suspension.action,
-            ticket,
-        )
-        await self.commit(StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state)))
-        result = replace(ToolResult.suspended(call.name, ticket, message), metadata=dict(metadata or {}))
-        await self.emit(ToolCallDone(call.id, new_id(), result, "suspended"))
-
-    async def _with_preview(self, call: ToolCall, ticket: SuspendTicket) -> SuspendTicket:
-        """``ticket`` with what approving would do (``Tool.preview``), worked out now through the call's own context
-        (the editor's file system when there is one)."""
-        tool = self._tool(call.name)
-        if tool is None or ticket.resume_mode != "replay_tool_call" or ticket.suspension.preview is not None:
-            return ticket
-        preview = await preview_call(tool, call.arguments, self._call_context(call, self.state.snapshot(), None))
-        if preview is None:
-            return ticket
-        return replace(ticket, suspension=replace(ticket.suspension, preview=preview))
-
     # -- suspension and resume ----------------------------------------------------------------------------------
-
-    def _waiting_state(self) -> WaitingState:
-        tickets = []
-        for s in self._suspended_calls():
-            t = s.ticket or _default_ticket(ToolCall(s.call_id, s.tool_name, s.arguments))
-            tickets.append(
-                WaitingTicket(
-                    t.suspension.id or s.call_id,
-                    s.call_id,
-                    s.tool_name,
-                    s.arguments,
-                    s.resume_mode,
-                    t.suspension.action,
-                    t.suspension.message,
-                    s.updated_at,
-                    t.suspension.preview,
-                )
-            )
-        return WaitingState(waiting_reason_for("suspended"), tuple(tickets))
-
-    async def _set_waiting(self) -> None:
-        await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_waiting("suspended")))
-        self.record.waiting = self._waiting_state()
 
     async def _suspend_and_wait(self) -> TerminationReason | None:
         """Report the suspension; then either end the run (no live channel) or wait for decisions.
@@ -864,9 +620,9 @@ class AgentLoop:
         """
         while True:
             if self.record.waiting is None or self.state.snapshot().get(RUN_LIFECYCLE).status != "waiting":
-                await self._set_waiting()
-                await self.checkpoint()
-                await self._emit_state()
+                await set_waiting(self)
+                await checkpoint(self)
+                await self.emit_state()
             await self.emit(
                 RunFinish(
                     self.thread_id, self.run_id, TerminationReason.suspended(), RunResult(self.response, "waiting")
@@ -880,12 +636,12 @@ class AgentLoop:
             await self.emit(RunStart(self.thread_id, self.run_id, self.agent.id, self.activation.parent_run_id))
             blocked = await self._replay(targets)
             if blocked is not None:
-                raise _StopRun(blocked)
-            if not self._suspended_calls():
+                raise StopRun(blocked)
+            if not self.suspended_calls():
                 return None
 
     async def _receive_decisions(
-        self, decisions: anyio.abc.ObjectReceiveStream[list[tuple[str, ToolCallResume]]]
+        self, decisions: MemoryObjectReceiveStream[list[tuple[str, ToolCallResume]]]
     ) -> list[str]:
         """Wait until decisions resolve at least one suspended call; returns the resolved call ids."""
         while True:
@@ -916,24 +672,24 @@ class AgentLoop:
             if state.status != "resuming":
                 continue
             call = ToolCall(call_id, state.tool_name, state.arguments if isinstance(state.arguments, dict) else {})
-            tool = self._tool(call.name)
+            tool = self.tool(call.name)
             if tool is None:
-                await self._commit_call(_not_found(call), resumed=True)
+                await commit_call(self, _not_found(call), resumed=True)
                 continue
             decision = await self._gate(call, tool, state.resume_input)
             if isinstance(decision, Block):
-                await self._commit_call(_rejected(call, decision), resumed=True)
+                await commit_call(self, _rejected(call, decision), resumed=True)
                 return TerminationReason.blocked(decision.reason)
             if isinstance(decision, Suspend):
-                await self._suspend_call(call, decision.ticket, _AWAITING_APPROVAL.format(call.name))
+                await suspend_call(self, call, decision.ticket, AWAITING_APPROVAL.format(call.name))
                 continue
             if isinstance(decision, SetResult):
                 outcome = await self._after_tool(call, tool, decision.result, StateCommand(), state.resume_input)
             else:
                 outcome = await self._invoke(call, None, state)
-            await self._commit_call(outcome, resumed=True)
-            if self._fatal is not None:
-                return TerminationReason.error(self._fatal)
+            await commit_call(self, outcome, resumed=True)
+            if self.fatal is not None:
+                return TerminationReason.error(self.fatal)
         return None
 
     # -- handoff ------------------------------------------------------------------------------------------------
@@ -947,9 +703,9 @@ class AgentLoop:
         if not target or target == self.agent.id:
             return
         try:
-            new_agent = self._resolve(target)
+            new_agent = self.resolve(target)
         except Exception as exc:
-            raise _StopRun(TerminationReason.blocked(f"handoff resolve failed: {exc}")) from exc
+            raise StopRun(TerminationReason.blocked(f"handoff resolve failed: {exc}")) from exc
         batch = MutationBatch()
         for plugin in self.agent.plugins:
             plugin.on_deactivate(batch)
@@ -963,145 +719,10 @@ class AgentLoop:
 
     # -- checkpoints and the end --------------------------------------------------------------------------------
 
-    def _sync_record(self) -> RunRecord:
-        lifecycle = self.state.snapshot().get(RUN_LIFECYCLE)
-        r = self.record
-        r.status = lifecycle.status if lifecycle.run_id else r.status
-        if r.status != "waiting":
-            r.waiting = None
-        r.status_reason = lifecycle.status_reason
-        r.steps = self.steps
-        r.usage = self.usage
-        r.response = self.response or r.response
-        r.updated_at = now_ms()
-        r.state = self.state.export_run_scoped()
-        return r
-
-    async def checkpoint(self) -> None:
-        """Write the new messages, the run record and the thread state in one atomic store call."""
-        if self.store is None:
-            return
-        record = self._sync_record().copy()
-        thread_state = self.state.export_thread_scoped()
-        new = self.messages[self.written :]
-        with anyio.CancelScope(shield=True):
-            for _ in range(CHECKPOINT_RETRIES):
-                try:
-                    await self.store.checkpoint(
-                        Checkpoint(self.thread_id, self.stored_count, new, record, thread_state)
-                    )
-                except VersionConflict:
-                    # Another writer appended to the thread meanwhile: our messages go after theirs.
-                    loaded = await self.store.load_thread(self.thread_id)
-                    self.stored_count = loaded.thread.message_count if loaded else 0
-                    continue
-                self.written += len(new)
-                self.stored_count += len(new)
-                return
-            raise VersionConflict(f"thread {self.thread_id}", self.stored_count, None)
-
-    async def _finish(self, termination: TerminationReason) -> None:
-        if termination.type == "cancelled" and self.partial_text:
-            text = "".join(self.partial_text)
-            self.messages.append(
-                Message(
-                    "assistant",
-                    (TextBlock(text),),
-                    id=self.partial_id or new_id(),
-                    run_id=self.run_id,
-                    interrupted=True,
-                )
-            )
-            self.partial_text = []
-        if termination.type == "cancelled":
-            await self._cancel_suspended(_CANCELLED_WITH_RUN)
-        await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done(termination.done_reason)))
-        self.engine.drop_pending()
-        try:
-            await self.engine.run_phase(Phase.RUN_END, self.ctx(Phase.RUN_END))
-        except Exception:
-            log.exception("run_end hooks failed for run %s", self.run_id)
-        self.record.termination = termination
-        self.record.waiting = None
-        if termination.type == "error":
-            self.record.error = str(termination.value)
-        await self.checkpoint()
-        await self._emit_state()
-        status = self.record.display_status
-        await self.emit(
-            RunFinish(
-                self.thread_id, self.run_id, termination, RunResult(self.response, status, termination.done_reason)
-            )
-        )
-
-    async def _cancel_suspended(self, marker: str) -> None:
-        """Cancel every suspended call, answering each with ``marker`` so the model sees it settled."""
-        cmd = StateCommand()
-        for s in self._suspended_calls():
-            cmd.update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(replace(s, status="cancelled", updated_at=now_ms())))
-            self.messages.append(Message.tool(s.call_id, marker, internal=True))
-        await self.commit(cmd)
-
-    async def _finish_or_fail(self, termination: TerminationReason) -> Exception | None:
-        """:meth:`_finish`; if that fails (the store, a hook, the sink), the run is recorded failed instead and the
-        failure returned for the caller to raise."""
-        try:
-            await self._finish(termination)
-        except Exception as exc:
-            await self._fail(exc)
-            return exc
-        return None
-
-    async def _fail(self, error: BaseException) -> None:
-        """An infrastructure failure: the run recorded as failed with the error as its reason, then an ``error``
-        event (no RunFinish). Each part is best effort: the store or the sink may be what failed."""
-        code = error.kind if isinstance(error, ProviderError) else type(error).__name__
-        termination = TerminationReason.error(valid_text(str(error) or type(error).__name__))
-        try:
-            await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done(termination.done_reason)))
-            self.record.termination = termination
-            self.record.error = termination.done_reason
-            self.record.waiting = None
-            await self.checkpoint()
-        except Exception:
-            log.exception("could not record the failure of run %s", self.run_id)
-        try:
-            await self.emit(ErrorEvent(termination.done_reason or "error", code))
-            make = self.ctx(Phase.RUN_END)
-            for plugin in self.agent.plugins:
-                await plugin.on_run_failed(make(), error)
-        except Exception:
-            log.exception("could not report the failure of run %s", self.run_id)
-
-    def _result(self, termination: TerminationReason) -> AgentRunResult:
-        self.record.termination = self.record.termination or termination
-        pending = list(self.record.waiting.tickets) if termination.type == "suspended" and self.record.waiting else []
-        return AgentRunResult(
-            self.run_id,
-            self.thread_id,
-            self.agent.id,
-            self.response,
-            termination,
-            self.steps,
-            self.usage,
-            "waiting" if termination.type == "suspended" else self.record.display_status,
-            pending,
-            termination.done_reason,
-        )
-
 
 def _valid_call(call: ToolCall) -> ToolCall:
     name, arguments = valid_text(call.name), valid_value(call.arguments)
     return call if name is call.name and arguments is call.arguments else ToolCall(call.id, name, arguments)
-
-
-def _valid_result(result: ToolResult) -> ToolResult:
-    """The result with valid text only (what the conversation stores and clients are sent)."""
-    message = valid_text(result.message) if result.message is not None else None
-    data = valid_value(result.data)
-    if message is result.message and data is result.data:
-        return result
-    return replace(result, message=message, data=data)
 
 
 def _not_found(call: ToolCall) -> CallResult:
@@ -1115,28 +736,12 @@ def _rejected(call: ToolCall, block: Block) -> CallResult:
     return CallResult(call, result)
 
 
-def _default_ticket(call: ToolCall) -> SuspendTicket:
-    return SuspendTicket(
-        Suspension(call.id, f"tool:{call.name}", f"Tool '{call.name}' is waiting for a decision", call.arguments),
-        PendingToolCall(call.id, call.name, call.arguments),
-        "pass_decision_to_tool",
-    )
-
-
 def _decision_target(states: dict[str, ToolCallState], target: str) -> ToolCallState | None:
     """The call a decision targets, by call id or suspension id, if it is (or was just) waiting for one."""
     state = states.get(target) or next((s for s in states.values() if s.suspension_id == target), None)
     if state is None or state.status not in ("suspended", "resuming", "cancelled"):
         return None
     return state
-
-
-def _resumed_payload(result: ToolResult) -> Any:
-    if result.is_error:
-        return {"error": result.message or json.dumps(result.data, default=str)}
-    if result.metadata:
-        return {"data": result.data, "metadata": result.metadata}
-    return result.data
 
 
 def _rejection_text(tool_name: str, decision: ToolCallResume) -> str:

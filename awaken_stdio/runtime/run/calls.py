@@ -1,0 +1,159 @@
+"""Recording what became of a tool call: its result in the conversation, its suspension, the run's waiting state.
+
+The bottom of the step modules: every path that settles a call (a tool ran, a gate decided, a decision came, a
+crash left it behind, the run ended) records it here, so state, tool message and event always agree.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from awaken_stdio.contract.events import ToolCallDone, ToolCallResumed
+from awaken_stdio.contract.ids import new_id, now_ms
+from awaken_stdio.contract.messages import Message, ToolCall, valid_text, valid_value
+from awaken_stdio.contract.state import StateCommand
+from awaken_stdio.contract.stores import WaitingState, WaitingTicket
+from awaken_stdio.contract.suspension import PendingToolCall, SuspendTicket, Suspension, waiting_reason_for
+from awaken_stdio.contract.tools import ToolResult, preview_call
+from awaken_stdio.runtime.executors import CallResult
+from awaken_stdio.runtime.run.state import RunState
+from awaken_stdio.runtime.runtime_keys import (
+    RUN_LIFECYCLE,
+    TOOL_CALL_STATES,
+    LifecycleUpdate,
+    ToolCallState,
+    ToolCallStatesUpdate,
+)
+
+__all__ = [
+    "AWAITING_APPROVAL",
+    "cancel_suspended",
+    "commit_call",
+    "default_ticket",
+    "set_waiting",
+    "suspend_call",
+    "waiting_state",
+]
+
+AWAITING_APPROVAL = "Tool '{}' suspended: awaiting approval"
+
+
+async def commit_call(run: RunState, outcome: CallResult, *, resumed: bool = False) -> None:
+    """Record one finished call: state, tool message, event."""
+    call, result = outcome.call, _valid_result(outcome.result)
+    if outcome.fatal is not None and run.fatal is None:
+        run.fatal = outcome.fatal
+    if result.is_pending:
+        ticket = result.suspension or default_ticket(call)
+        await run.commit(outcome.command)
+        message = result.message or f"Tool '{call.name}' suspended: awaiting decision"
+        await suspend_call(run, call, ticket, message, result.metadata)
+        return
+    status = "failed" if result.is_error else "succeeded"
+    previous = run.tool_states().get(call.id)
+    state = ToolCallState(call.id, call.name, call.arguments, status, now_ms())
+    if previous is not None:
+        state = replace(previous, status=status, updated_at=state.updated_at)
+    cmd = StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state))
+    await run.commit(cmd.extend(outcome.command))
+    message = Message.tool(call.id, result.text_for_model())
+    # the final status travels with the durable message, so a replay (ACP session/load) shows failures
+    metadata = {"status": "failed"} if result.is_error else None
+    run.messages.append(replace(message, run_id=run.run_id, metadata=metadata))
+    if resumed:
+        await run.emit(ToolCallResumed(call.id, _resumed_payload(result), status))
+    else:
+        await run.emit(ToolCallDone(call.id, message.id, result, status))
+
+
+async def suspend_call(
+    run: RunState, call: ToolCall, ticket: SuspendTicket, message: str, metadata: dict[str, Any] | None = None
+) -> None:
+    ticket = await _with_preview(run, call, ticket)
+    state = ToolCallState(
+        call.id,
+        call.name,
+        call.arguments,
+        "suspended",
+        now_ms(),
+        ticket.resume_mode,
+        ticket.suspension.id,
+        ticket.suspension.action,
+        ticket,
+    )
+    await run.commit(StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state)))
+    result = replace(ToolResult.suspended(call.name, ticket, message), metadata=dict(metadata or {}))
+    await run.emit(ToolCallDone(call.id, new_id(), result, "suspended"))
+
+
+async def _with_preview(run: RunState, call: ToolCall, ticket: SuspendTicket) -> SuspendTicket:
+    """``ticket`` with what approving would do (``Tool.preview``), worked out now through the call's own context
+    (the editor's file system when there is one)."""
+    tool = run.tool(call.name)
+    if tool is None or ticket.resume_mode != "replay_tool_call" or ticket.suspension.preview is not None:
+        return ticket
+    preview = await preview_call(tool, call.arguments, run.call_context(call, run.state.snapshot(), None))
+    if preview is None:
+        return ticket
+    return replace(ticket, suspension=replace(ticket.suspension, preview=preview))
+
+
+def waiting_state(run: RunState) -> WaitingState:
+    tickets: list[WaitingTicket] = []
+    for s in run.suspended_calls():
+        t = s.ticket or default_ticket(ToolCall(s.call_id, s.tool_name, s.arguments))
+        tickets.append(
+            WaitingTicket(
+                t.suspension.id or s.call_id,
+                s.call_id,
+                s.tool_name,
+                s.arguments,
+                s.resume_mode,
+                t.suspension.action,
+                t.suspension.message,
+                s.updated_at,
+                t.suspension.preview,
+            )
+        )
+    return WaitingState(waiting_reason_for("suspended"), tuple(tickets))
+
+
+async def set_waiting(run: RunState) -> None:
+    await run.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_waiting("suspended")))
+    run.record.waiting = waiting_state(run)
+
+
+async def cancel_suspended(run: RunState, marker: str) -> None:
+    """Cancel every suspended call, answering each with ``marker`` so the model sees it settled."""
+    cmd = StateCommand()
+    for s in run.suspended_calls():
+        cmd.update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(replace(s, status="cancelled", updated_at=now_ms())))
+        run.messages.append(Message.tool(s.call_id, marker, internal=True))
+    await run.commit(cmd)
+
+
+def default_ticket(call: ToolCall) -> SuspendTicket:
+    return SuspendTicket(
+        Suspension(call.id, f"tool:{call.name}", f"Tool '{call.name}' is waiting for a decision", call.arguments),
+        PendingToolCall(call.id, call.name, call.arguments),
+        "pass_decision_to_tool",
+    )
+
+
+def _valid_result(result: ToolResult) -> ToolResult:
+    """The result with valid text only (what the conversation stores and clients are sent)."""
+    message = valid_text(result.message) if result.message is not None else None
+    data = valid_value(result.data)
+    if message is result.message and data is result.data:
+        return result
+    return replace(result, message=message, data=data)
+
+
+def _resumed_payload(result: ToolResult) -> Any:
+    if result.is_error:
+        return {"error": result.message or json.dumps(result.data, default=str)}
+    if result.metadata:
+        return {"data": result.data, "metadata": result.metadata}
+    return result.data
