@@ -176,9 +176,9 @@ class SqlStore(BaseStore, Store):
     @cached_property
     def _threads(self) -> OrderedDict[str, list[Message]]:
         """The decoded conversations of the threads this process used last (messages are immutable): a load reads
-        the thread row, its latest run and only the messages appended since, so a turn costs the same at any
-        length. Validated at every load by the count and the id of the last message held, so another process's
-        appends are read and a thread deleted and recreated meanwhile is loaded whole again."""
+        the thread row, its latest run and only the messages appended since, without a transaction, so a turn
+        costs the same at any length. Validated at every load by the count and the id of the last message held, so
+        another process's appends are read and a thread deleted and recreated meanwhile is loaded whole again."""
         return OrderedDict()
 
     def _remember(self, thread_id: str, messages: list[Message]) -> None:
@@ -189,27 +189,38 @@ class SqlStore(BaseStore, Store):
 
     async def load_thread(self, thread_id: str) -> LoadedThread | None:
         q = self.q
-        held = self._threads.get(thread_id)
-        if held:
-            known, last = len(held), held[-1].id
+        held = self._threads.get(thread_id) or []
+        known, last = len(held), held[-1].id if held else None
 
-            async def probe(tx: Tx) -> tuple[LoadedThread, list[Message]] | None:
-                row = await tx.fetchone(q.thread_probe, thread_id, known - 1)
-                if row is None or row[4] < known or row[10] != last:
-                    return None
-                tail = await tx.fetchall(q.messages_range, thread_id, known, row[4]) if row[4] > known else []
-                if len(tail) != row[4] - known:  # deleted meanwhile
-                    return None
-                latest = _run((row[9],)) if row[9] is not None else None
-                return LoadedThread(_thread(row), [], _state(row[8]), latest), _decoded(tail)
+        async def load(tx: Tx) -> tuple[LoadedThread, int] | Literal[False] | None:
+            # No snapshot needed: one statement reads the thread, its state and latest run together, and the
+            # messages below the count it saw are committed and never change (append-only, by seq).
+            row = await tx.fetchone(q.thread_probe, thread_id, known - 1)
+            if row is None:
+                return None
+            count = row[4]
+            start = known if known and count >= known and row[10] == last else 0
+            rows = await tx.fetchall(q.messages_range, thread_id, start, count) if count > start else []
+            if len(rows) != count - start:
+                return False  # deleted (and perhaps recreated) between the two statements
+            latest = _run((row[9],)) if row[9] is not None else None
+            return LoadedThread(_thread(row), _decoded(rows), _state(row[8]), latest), start
 
-            probed = await self._read(probe)
-            if probed is not None and len(held) == known and self._threads.get(thread_id) is held:
-                loaded, tail = probed
-                held.extend(tail)
-                self._remember(thread_id, held)
-                loaded.messages = list(held)
-                return loaded
+        got = await self._read(load)
+        if got is False or (got and got[1] and (len(held) != known or self._threads.get(thread_id) is not held)):
+            return await self._load_snapshot(thread_id)  # raced a delete, or a concurrent load of ours
+        if got is None:
+            self._threads.pop(thread_id, None)
+            return None
+        loaded, start = got
+        if start:
+            held.extend(loaded.messages)
+            loaded.messages = list(held)
+        self._remember(thread_id, held if start else list(loaded.messages))
+        return loaded
+
+    async def _load_snapshot(self, thread_id: str) -> LoadedThread | None:
+        q = self.q
 
         async def load(tx: Tx) -> LoadedThread | None:
             row = await tx.fetchone(q.thread_get, thread_id)

@@ -70,3 +70,20 @@ async def test_a_thread_deleted_or_recreated_elsewhere_is_loaded_anew(sql_url: s
         await append(theirs, 0, "f")
         loaded = await ours.load_thread("t")
         assert loaded is not None and texts(loaded.messages) == ["f"]
+
+
+async def test_loading_a_thread_begins_no_transaction(tmp_path: object) -> None:
+    """One statement reads the thread, its state and latest run; the messages below its count never change."""
+    url = f"sqlite://{tmp_path}/awaken.db"
+    async with open_store(url) as ours, open_store(url) as theirs:
+        statements: list[str] = []
+        reader = ours._reader  # type: ignore[attr-defined]
+        await reader._execute(reader._conn.set_trace_callback, statements.append)
+        assert await ours.load_thread("t") is None
+        await append(theirs, 0, "a", "b")
+        loaded = await ours.load_thread("t")  # not held yet: read whole
+        assert loaded is not None and texts(loaded.messages) == ["a", "b"]
+        await append(theirs, 2, "c")
+        loaded = await ours.load_thread("t")
+        assert loaded is not None and texts(loaded.messages) == ["a", "b", "c"]
+        assert statements and not [s for s in statements if s.startswith("BEGIN")]
