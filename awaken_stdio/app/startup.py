@@ -1,4 +1,5 @@
-"""What the stdio servers know before their first answer: the config as read, the store URL, the working directory.
+"""What the stdio servers know before their first answer: the config as read, the store URL, the working directory,
+and what the raw config says about the default model (whether it can answer, what it accepts).
 
 ``awaken-stdio acp`` and ``awaken-stdio mcp`` answer their first request from a :class:`Startup` (TOML read by
 ``config_file.py``, nothing validated by pydantic) and only then build the full :class:`~awaken_stdio.app.app.Settings`
@@ -10,21 +11,34 @@ config that fails validation is found after the first answer: each server answer
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from awaken_stdio._version import __version__
 from awaken_stdio.app.config_file import ConfigFile, read_config_file, store_url
+from awaken_stdio.providers.families import SCRIPTED_MEDIA_INPUT, family_capabilities
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import Settings
 
-__all__ = ["HEAVY_MODULES", "Startup", "loaded_heavy_modules", "server_info"]
+__all__ = [
+    "HEAVY_MODULES",
+    "Startup",
+    "default_model",
+    "loaded_heavy_modules",
+    "model_problem",
+    "prompt_capabilities",
+    "server_info",
+]
 
 # None of these may be loaded when a first answer is given (a test checks the servers' debug log line).
 HEAVY_MODULES = ("pydantic", "awaken_stdio.app.config", "aiosqlite", "asyncpg", "mcp", "openai", "anthropic")
+_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,3 +71,70 @@ def loaded_heavy_modules() -> str:
 def server_info() -> dict[str, str]:
     """Who answers: ACP's ``agentInfo`` and MCP's ``serverInfo`` (one source, so the two never disagree)."""
     return {"name": "awaken-stdio", "title": "awaken-stdio", "version": __version__}
+
+
+def _table(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def default_model(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The default agent's model id and table from raw config data; ``None`` when no agent is configured.
+
+    A config the validation will reject gives an empty table: its error is reported after the first answer.
+    """
+    agents = _table(data, "agents")
+    if not agents:
+        return None
+    name = data.get("default_agent")
+    agent = (agents.get(name) if isinstance(name, str) else None) or next(iter(agents.values()))
+    model_id = agent.get("model") if isinstance(agent, dict) else None
+    if not isinstance(model_id, str):
+        return "", {}
+    model = _table(data, "models").get(model_id)
+    return model_id, model if isinstance(model, dict) else {}
+
+
+def model_problem(file: ConfigFile) -> str | None:
+    """Why no model can answer (what to set), or ``None`` when the default agent's model is usable."""
+    default = default_model(file.data)
+    if default is None:
+        return (
+            "no model is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or add [models] and [agents] to "
+            f"{file.path or 'a config file (awaken-stdio config example)'}"
+        )
+    model_id, model = default
+    if model.get("provider") == "scripted" or model.get("base_url"):
+        return None
+    variable = model.get("api_key_env") or _KEY_VARIABLES.get(model.get("provider"))
+    if variable and not os.environ.get(variable):
+        return f"model {model_id!r} needs an API key: set {variable}"
+    return None
+
+
+def prompt_capabilities(file: ConfigFile) -> dict[str, bool]:
+    """``promptCapabilities``: what the default agent's model accepts, known without loading any provider."""
+    image = audio = False
+    default = default_model(file.data)
+    if default is not None:
+        model_id, model = default
+        if model.get("provider") == "scripted":
+            declared = _script_capabilities(file, model.get("script"))
+            image = bool(declared.get("image_input", SCRIPTED_MEDIA_INPUT))
+            audio = bool(declared.get("audio_input", SCRIPTED_MEDIA_INPUT))
+        else:
+            image = family_capabilities(str(model.get("model") or model_id), model)[2]
+    return {"image": image, "audio": audio, "embeddedContext": True}
+
+
+def _script_capabilities(file: ConfigFile, script: Any) -> dict[str, Any]:
+    """The ``capabilities`` a scripted model's script declares; ``{}`` when it cannot be read (reported later)."""
+    if not isinstance(script, str):
+        return {}
+    path = Path(script)
+    try:
+        data = json.loads((path if path.is_absolute() else file.base_dir / path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    caps = data.get("capabilities") if isinstance(data, dict) else None
+    return caps if isinstance(caps, dict) else {}

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from awaken_stdio.contract.errors import ToolFailure
-from awaken_stdio.protocols.acp.front import RESOURCE_NOT_FOUND
+from awaken_stdio.protocols.acp.codes import RESOURCE_NOT_FOUND
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
 from awaken_stdio.tools.workspace import (
     LocalFileSystem,

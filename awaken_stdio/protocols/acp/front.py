@@ -8,25 +8,22 @@ its text, then the process exits 2 with one stderr line naming it (``protocols/l
 SIGTERM and SIGINT).
 
 What ``initialize`` says is read from the raw data: whether the default agent's model is usable (``authMethods``)
-and what it accepts (``promptCapabilities``, from ``providers/families.py`` or a scripted model's script). This module
+and what it accepts (``promptCapabilities``), both answered by ``app/startup.py`` from the raw config. This module
 owns the method table; ``AcpServer`` owns what each method does.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
-from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
 
-from awaken_stdio.app.startup import Startup, loaded_heavy_modules, server_info
+from awaken_stdio.app.startup import Startup, loaded_heavy_modules, model_problem, prompt_capabilities, server_info
 from awaken_stdio.contract.errors import ConfigError
+from awaken_stdio.protocols.acp.codes import AUTH_METHOD, PROTOCOL_VERSION
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
     JsonRpcError,
@@ -37,29 +34,14 @@ from awaken_stdio.protocols.jsonrpc import (
     RequestHandler,
 )
 from awaken_stdio.protocols.lifecycle import Lifecycle
-from awaken_stdio.providers.families import SCRIPTED_MEDIA_INPUT, family_capabilities
 
 if TYPE_CHECKING:
-    from awaken_stdio.app.config_file import ConfigFile
     from awaken_stdio.protocols.acp.server import AcpServer
 
-__all__ = [
-    "AUTH_METHOD",
-    "AUTH_REQUIRED",
-    "PROTOCOL_VERSION",
-    "RESOURCE_NOT_FOUND",
-    "AcpFront",
-    "auth_required",
-    "model_problem",
-    "serve",
-]
+__all__ = ["AcpFront", "serve"]
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = 1
-AUTH_REQUIRED = -32000
-AUTH_METHOD = "configure-model"
-RESOURCE_NOT_FOUND = -32002  # ACP's code for an unknown session, and some editors' for a missing file
 # method -> the AcpServer handler that serves it (initialize is answered here)
 REQUESTS = {
     "authenticate": "authenticate",
@@ -75,7 +57,6 @@ REQUESTS = {
 }
 NOTIFICATIONS = {"session/cancel": "cancel"}
 _SESSION_CAPABILITIES = ("list", "resume", "close", "delete", "additionalDirectories")
-_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -204,78 +185,6 @@ def client_capabilities(params: Params) -> dict[str, Any]:
     from awaken_stdio.protocols.acp.wire import InitializeParams
 
     return InitializeParams.model_validate(params).client_capabilities.model_dump(by_alias=True)
-
-
-def _table(data: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = data.get(key)
-    return value if isinstance(value, dict) else {}
-
-
-def default_model(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """The default agent's model id and table from raw config data; ``None`` when no agent is configured.
-
-    A config the validation will reject gives an empty table: its error is reported after the first answer.
-    """
-    agents = _table(data, "agents")
-    if not agents:
-        return None
-    name = data.get("default_agent")
-    agent = (agents.get(name) if isinstance(name, str) else None) or next(iter(agents.values()))
-    model_id = agent.get("model") if isinstance(agent, dict) else None
-    if not isinstance(model_id, str):
-        return "", {}
-    model = _table(data, "models").get(model_id)
-    return model_id, model if isinstance(model, dict) else {}
-
-
-def model_problem(file: ConfigFile) -> str | None:
-    """Why no model can answer (what to set), or ``None`` when the default agent's model is usable."""
-    default = default_model(file.data)
-    if default is None:
-        return (
-            "no model is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or add [models] and [agents] to "
-            f"{file.path or 'a config file (awaken-stdio config example)'}"
-        )
-    model_id, model = default
-    if model.get("provider") == "scripted" or model.get("base_url"):
-        return None
-    variable = model.get("api_key_env") or _KEY_VARIABLES.get(model.get("provider"))
-    if variable and not os.environ.get(variable):
-        return f"model {model_id!r} needs an API key: set {variable}"
-    return None
-
-
-def auth_required(problem: str) -> JsonRpcError:
-    """The -32000 that sends the client to ``authenticate`` (its ``authMethods`` named in ``initialize``)."""
-    return JsonRpcError(AUTH_REQUIRED, f"Authentication required: {problem}", {"authMethodId": AUTH_METHOD})
-
-
-def prompt_capabilities(file: ConfigFile) -> dict[str, bool]:
-    """``promptCapabilities``: what the default agent's model accepts, known without loading any provider."""
-    image = audio = False
-    default = default_model(file.data)
-    if default is not None:
-        model_id, model = default
-        if model.get("provider") == "scripted":
-            declared = _script_capabilities(file, model.get("script"))
-            image = bool(declared.get("image_input", SCRIPTED_MEDIA_INPUT))
-            audio = bool(declared.get("audio_input", SCRIPTED_MEDIA_INPUT))
-        else:
-            image = family_capabilities(str(model.get("model") or model_id), model)[2]
-    return {"image": image, "audio": audio, "embeddedContext": True}
-
-
-def _script_capabilities(file: ConfigFile, script: Any) -> dict[str, Any]:
-    """The ``capabilities`` a scripted model's script declares; ``{}`` when it cannot be read (reported later)."""
-    if not isinstance(script, str):
-        return {}
-    path = Path(script)
-    try:
-        data = json.loads((path if path.is_absolute() else file.base_dir / path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    caps = data.get("capabilities") if isinstance(data, dict) else None
-    return caps if isinstance(caps, dict) else {}
 
 
 def _auth_method(problem: str) -> dict[str, Any]:

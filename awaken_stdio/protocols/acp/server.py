@@ -23,14 +23,15 @@ import anyio
 import anyio.abc
 
 from awaken_stdio.app.app import Settings, load_settings, open_app
+from awaken_stdio.app.startup import model_problem
 from awaken_stdio.contract.errors import AwakenError, ConfigError, InvalidResume, ThreadAlreadyRunning
 from awaken_stdio.contract.events import AgentEvent, RunFinish, ToolCallDone
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.stores import SessionRecord
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.protocols.acp import commands
+from awaken_stdio.protocols.acp.codes import RESOURCE_NOT_FOUND, auth_required
 from awaken_stdio.protocols.acp.encoder import DescriptorLookup, TurnEncoder, replay, stop_reason, tool_call
-from awaken_stdio.protocols.acp.front import RESOURCE_NOT_FOUND, auth_required, model_problem
 from awaken_stdio.protocols.acp.permissions import Question, ask_permission
 from awaken_stdio.protocols.acp.sessions import (
     MODES,

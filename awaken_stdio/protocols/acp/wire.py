@@ -22,7 +22,7 @@ from awaken_stdio.contract.messages import (
     ResourceLinkBlock,
     TextBlock,
 )
-from awaken_stdio.protocols.acp.front import PROTOCOL_VERSION
+from awaken_stdio.protocols.acp.codes import PROTOCOL_VERSION
 from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
 
 __all__ = [

@@ -1,0 +1,19 @@
+"""ACP's numbers and names every module of the ACP server shares: the protocol version, the error codes, the
+authentication method. A leaf (it imports only the JSON-RPC error type), so no module imports the entry point for them.
+"""
+
+from __future__ import annotations
+
+from awaken_stdio.protocols.jsonrpc import JsonRpcError
+
+__all__ = ["AUTH_METHOD", "AUTH_REQUIRED", "PROTOCOL_VERSION", "RESOURCE_NOT_FOUND", "auth_required"]
+
+PROTOCOL_VERSION = 1
+AUTH_REQUIRED = -32000
+AUTH_METHOD = "configure-model"
+RESOURCE_NOT_FOUND = -32002  # ACP's code for an unknown session, and some editors' for a missing file
+
+
+def auth_required(problem: str) -> JsonRpcError:
+    """The -32000 that sends the client to ``authenticate`` (its ``authMethods`` named in ``initialize``)."""
+    return JsonRpcError(AUTH_REQUIRED, f"Authentication required: {problem}", {"authMethodId": AUTH_METHOD})
