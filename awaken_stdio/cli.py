@@ -350,7 +350,9 @@ async def _runs_show(args: argparse.Namespace, store: Store) -> int:
 
 @_with_store
 async def _sessions_list(args: argparse.Namespace, store: Store) -> int:
-    page = await store.list_sessions(cwd=args.cwd, limit=args.limit)
+    from awaken_stdio.app.sessions import Sessions
+
+    page = await Sessions(store).list(cwd=args.cwd, limit=args.limit)
     if args.json:
         _print_json([session_json(s) for s in page.items])
         return 0
@@ -363,10 +365,13 @@ async def _sessions_list(args: argparse.Namespace, store: Store) -> int:
 
 @_with_store
 async def _sessions_show(args: argparse.Namespace, store: Store) -> int:
-    session = _found(await store.load_session(args.id), f"session {args.id}")
+    from awaken_stdio.app.sessions import Sessions
+
+    sessions = Sessions(store)
+    session = _found(await sessions.load(args.id), f"session {args.id}")
     for key, value in session_json(session).items():
         _print_field(key, value)
-    for message in await store.load_messages(session.thread_id):
+    for message in await sessions.history(session):
         if message.internal or message.role == "system":
             continue
         text = message.text or ", ".join(
@@ -378,9 +383,9 @@ async def _sessions_show(args: argparse.Namespace, store: Store) -> int:
 
 @_with_store
 async def _sessions_delete(args: argparse.Namespace, store: Store) -> int:
-    session = _found(await store.load_session(args.id), f"session {args.id}")
-    await store.delete_session(args.id)
-    await store.delete_thread(session.thread_id)
+    from awaken_stdio.app.sessions import Sessions
+
+    _found(await Sessions(store).delete(args.id), f"session {args.id}")
     print(f"deleted session {args.id}", file=sys.stderr)
     return 0
 
