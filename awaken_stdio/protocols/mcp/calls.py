@@ -86,7 +86,7 @@ class ToolCall:
         self.request = request
         self.heartbeat_s = heartbeat_s
         self.cancel = CancelToken()
-        self._progress = 0
+        self._progress: float = 0
         self._open = True
         level = request.log_level
         self._log_from = len(LOG_LEVELS) if level is None else LOG_LEVELS.index(level)  # LOG_LEVELS index
@@ -108,8 +108,22 @@ class ToolCall:
         params = {"progressToken": self.request.progress_token, "progress": self._progress, "message": message}
         await self._notify("notifications/progress", params)
 
-    async def log(self, level: LogLevel, text: str) -> None:
-        if not self._open or LOG_LEVELS.index(level) < self._log_from:
+    async def report(self, done: float, total: float | None, message: str | None) -> None:
+        """Progress a tool reports itself (``ctx.progress``); a value that does not go up is not sent."""
+        if self.request.progress_token is None or not self._open or done <= self._progress:
+            return
+        self._progress = done
+        params: dict[str, Any] = {"progressToken": self.request.progress_token, "progress": done}
+        if total is not None:
+            params["total"] = total
+        if message:
+            params["message"] = message
+        await self._notify("notifications/progress", params)
+
+    async def log(self, level: LogLevel, text: str, *, unset: LogLevel | None = None) -> None:
+        """A log message at or above the client's level; ``unset``: the level to assume when it set none."""
+        threshold = self._log_from if unset is None or self.request.log_level else LOG_LEVELS.index(unset)
+        if not self._open or LOG_LEVELS.index(level) < threshold:
             return
         await self._notify("notifications/message", {"level": level, "logger": "awaken-stdio", "data": text})
 
@@ -199,8 +213,12 @@ class CallRunner:
         tool = self.app.runtime.tools.get(entry.target)
         if tool is None:
             raise Refusal(f"The tool {entry.name} is no longer available; list the tools again.")
+        from awaken_stdio.contract.channel import CLIENT_CHANNEL
         from awaken_stdio.contract.state import Snapshot
+        from awaken_stdio.protocols.mcp.channel import InputRequired, McpChannel
 
+        talking = state is not None and state.get("k") == "tool"  # a retry with answers: permitted already
+        answers = {**state.get("answers", {}), **(params.input_responses or {})} if state and talking else None
         ctx = ToolCallContext(
             new_id(),
             tool.name,
@@ -210,14 +228,17 @@ class CallRunner:
             Snapshot(0),
             cwd=self.app.settings.cwd,
             cancel=call.cancel,
+            services={CLIENT_CHANNEL: McpChannel(self.peer, call, tool.name, answers)},
             emit=call.on_event,
         )
-        if entry.guarded and self.permission == "ask":
+        if entry.guarded and self.permission == "ask" and not talking:
             asked = await self._permit(tool, args, params, call, state, ctx)
             if asked is not None:
                 return asked
         try:
             out = await tool.execute(tool.validate_args(args), ctx)
+        except InputRequired as asked:  # the 2026 era's way to ask: the retry runs the tool again with the answers
+            return self._input_requests(asked.requests, params, {"k": "tool", "answers": asked.answers})
         except anyio.get_cancelled_exc_class():
             call.cancel.cancel()  # a tool running in a worker thread watches the token
             raise
@@ -420,6 +441,11 @@ class CallRunner:
             key: {"method": "elicitation/create", "params": elicitation_params(message)}
             for key, message in questions.items()
         }
+        return self._input_requests(requests, params, state)
+
+    def _input_requests(
+        self, requests: dict[str, dict[str, Any]], params: CallToolParams, state: dict[str, Any]
+    ) -> dict[str, Any]:
         return {
             "resultType": "input_required",
             "inputRequests": requests,

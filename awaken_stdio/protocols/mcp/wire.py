@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from awaken_stdio.contract.channel import LOG_LEVELS, LogLevel
 from awaken_stdio.protocols.jsonrpc import RequestId
 
 __all__ = [
@@ -42,8 +43,6 @@ SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 
 UNSUPPORTED_PROTOCOL_VERSION = -32022  # data {supported, requested}
 
-LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
-LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 HEARTBEAT_S = 10.0  # progress while an agent runs: under the 15 s some clients reset their timeouts on
 
 

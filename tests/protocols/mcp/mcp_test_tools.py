@@ -78,3 +78,23 @@ def picture() -> list[ContentBlock]:
         embedded("memo://pixel", text="red", mime_type="text/plain"),
         resource_link("awaken://runs/r1", "run r1", mime_type="application/json"),
     ]
+
+
+@tool(read_only=True)
+async def interview(topic: str, ctx: ToolCallContext) -> str:
+    """Talks back to the client: logs, reports progress, asks the user, then asks the client's model.
+
+    Args:
+        topic: what to ask about
+    """
+    await ctx.log("info", f"interviewing about {topic}")
+    await ctx.log("debug", "a detail")
+    await ctx.progress(1, 3, "asking the user")
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    answer = await ctx.elicit(f"Who knows about {topic}?", schema)
+    if answer.action != "accept" or answer.content is None:
+        return f"no answer ({answer.action})"
+    await ctx.progress(2, 3, "asking the model")
+    summary = await ctx.sample(f"Summarise {topic} for {answer.content['name']}", system_prompt="Be brief.")
+    await ctx.progress(3, 3)
+    return f"{answer.content['name']}: {summary.text} ({summary.model})"

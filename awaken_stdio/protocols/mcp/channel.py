@@ -1,0 +1,84 @@
+"""``ctx.log``/``progress``/``elicit``/``sample`` of a tool an MCP client calls directly (``contract/channel.py``).
+
+Log messages go out as ``notifications/message`` at or above the level the client set (a handshake-era client that
+set none gets them all; a 2026-era one only with ``logLevel`` in the request's ``_meta``), progress as
+``notifications/progress`` on the call's token. Elicitation and sampling are asked only of a client that declared
+them (form elicitation; sampling), else ``ToolError`` says so. In the handshake era they are requests to the client
+in the middle of the call; the 2026 era has no such requests, so the first question ends the call with an
+``InputRequiredResult`` and the client's retry, carrying the answers, runs the tool again: each question already
+answered (in order, sealed into ``requestState``) returns its answer at once, and the next one asks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from awaken_stdio.contract.channel import Elicited, LogLevel, Sampled
+from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
+from awaken_stdio.protocols.mcp.approvals import can_elicit
+
+if TYPE_CHECKING:
+    from awaken_stdio.protocols.mcp.calls import ToolCall
+
+__all__ = ["ASK_TIMEOUT_S", "InputRequired", "McpChannel"]
+
+ASK_TIMEOUT_S = 600.0  # a person answering a form, or a host's model answering
+
+
+class InputRequired(Exception):
+    """A 2026-era question: answer the call with ``InputRequiredResult`` asking ``requests``; ``answers`` so far."""
+
+    def __init__(self, requests: dict[str, dict[str, Any]], answers: dict[str, Any]) -> None:
+        super().__init__("input required")
+        self.requests = requests
+        self.answers = answers
+
+
+class McpChannel:
+    def __init__(self, peer: JsonRpcPeer, call: ToolCall, tool: str, answers: dict[str, Any] | None = None) -> None:
+        self.peer = peer
+        self.call = call
+        self.tool = tool
+        self.answers = dict(answers or {})  # 2026 era: the answers of the questions asked so far, by key
+        self._asked = 0
+
+    async def log(self, level: LogLevel, message: str) -> None:
+        await self.call.log(level, message, unset="debug" if self.call.request.era == "legacy" else None)
+
+    async def progress(self, done: float, total: float | None, message: str | None) -> None:
+        await self.call.report(done, total, message)
+
+    async def elicit(self, message: str, schema: dict[str, Any]) -> Elicited:
+        if not can_elicit(self.call.request.client_capabilities):
+            raise ToolError(f"{self.tool} needs to ask the user, but this MCP client cannot (no form elicitation)")
+        result = await self._ask("elicitation/create", {"message": message, "requestedSchema": schema})
+        action = result.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            raise ToolError(f"{self.tool}: the client answered the question with an unknown action {action!r}")
+        content = result.get("content")
+        return Elicited(action, content if isinstance(content, dict) else None)
+
+    async def sample(self, params: dict[str, Any]) -> Sampled:
+        capabilities = self.call.request.client_capabilities
+        if not isinstance(capabilities.get("sampling"), dict):
+            raise ToolError(f"{self.tool} needs the client's model, but this MCP client offers none (no sampling)")
+        result = await self._ask("sampling/createMessage", params)
+        content = result.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+        return Sampled(text, result.get("model"), result.get("stopReason"), result)
+
+    async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.call.request.era == "modern":
+            key = f"ask{self._asked}"
+            self._asked += 1
+            if key in self.answers:
+                answer = self.answers[key]
+                return answer if isinstance(answer, dict) else {}
+            raise InputRequired({key: {"method": method, "params": params}}, self.answers)
+        try:
+            result = await self.peer.request(method, params, timeout=ASK_TIMEOUT_S)
+        except JsonRpcError as exc:
+            raise ToolError(f"{self.tool}: the client did not answer {method}: {exc.message}") from None
+        return result if isinstance(result, dict) else {}
