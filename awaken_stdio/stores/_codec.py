@@ -29,6 +29,7 @@ __all__ = [
     "FAR",
     "FIRST_PAGE_KEY",
     "SortKey",
+    "answered_calls",
     "check_count",
     "check_limit",
     "check_run_thread",
@@ -153,6 +154,13 @@ def check_run_thread(cp: Checkpoint) -> None:
         raise ValueError(
             f"checkpoint for thread {cp.thread_id} carries run {cp.run.run_id} of thread {cp.run.thread_id}"
         )
+
+
+def answered_calls(cp: Checkpoint) -> list[str]:
+    """The calls whose results the checkpoint appends. Every backend settles their ``started`` effect-ledger
+    entries (``finished``) with the checkpoint: once a result is in the conversation, a crash cannot leave its
+    outcome unknown, so the loop needs no separate write for the mark."""
+    return [m.tool_call_id for m in cp.messages if m.tool_call_id is not None]
 
 
 def check_count(cp: Checkpoint, actual_count: int) -> None:

@@ -34,6 +34,7 @@ from awaken_stdio.contract.stores import (
 from awaken_stdio.stores._base import BaseStore
 from awaken_stdio.stores._codec import (
     FAR,
+    answered_calls,
     check_count,
     check_limit,
     check_run_thread,
@@ -90,6 +91,7 @@ class Queries:
     # -- messages --
     messages_insert: str  # thread_id, seq, message_id, run_id, body
     messages_range: str  # thread_id, first_seq, end_seq -> (body)
+    effects_settle: str  # now, thread_id, call_id: a started effect-ledger entry becomes finished
     # -- runs --
     run_upsert: str  # run_id, thread_id, status, created_at, updated_at, body
     run_get: str  # run_id -> (body)
@@ -253,6 +255,7 @@ class SqlStore(BaseStore, Store):
         run_row = _run_row(cp.run)
         first = cp.expected_message_count
         rows = [(cp.thread_id, first + i, m.id, m.run_id, dumps(message_to_json(m))) for i, m in enumerate(cp.messages)]
+        answered = answered_calls(cp)
 
         async def write(tx: Tx) -> None:
             now = now_ms()
@@ -271,6 +274,8 @@ class SqlStore(BaseStore, Store):
                 raise VersionConflict(f"messages of thread {cp.thread_id}", first, "created concurrently")
             if rows:
                 await tx.executemany(q.messages_insert, rows)
+            if answered:
+                await tx.executemany(q.effects_settle, [(now, cp.thread_id, call_id) for call_id in answered])
             await tx.execute(q.run_upsert, *run_row)
 
         await self._write(write)

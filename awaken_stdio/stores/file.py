@@ -50,6 +50,7 @@ from awaken_stdio.contract.stores import (
 )
 from awaken_stdio.stores._base import BaseStore, drive
 from awaken_stdio.stores._codec import (
+    answered_calls,
     check_count,
     check_run_thread,
     dumps,
@@ -154,6 +155,10 @@ class FileStore(BaseStore, Store):
     @cached_property
     def mailbox(self) -> MailboxStore:  # pyright: ignore[reportIncompatibleMethodOverride]  # read-only, as declared
         """The mailbox lives in ``mailbox.json`` beside the threads, under the same lock (:class:`FileMailbox`)."""
+        return self._mailbox
+
+    @cached_property
+    def _mailbox(self) -> FileMailbox:
         return FileMailbox(self)
 
     async def _close(self) -> None:
@@ -258,6 +263,8 @@ class FileStore(BaseStore, Store):
             c["state"] = state
         c["runs"][cp.run.run_id] = run
         self._save_commit(cp.thread_id, c)  # the commit point
+        if answered := answered_calls(cp):  # in another file: a crash before this leaves answered calls started
+            self._mailbox._apply(lambda tables: tables.settle(cp.thread_id, answered, now_ms()))
 
     async def checkpoint(self, cp: Checkpoint) -> None:
         check_run_thread(cp)
@@ -434,16 +441,17 @@ class FileMailbox(MailboxBase):
     def __init__(self, store: FileStore) -> None:
         self._store = store
 
-    def _apply(self, fn: Op[T]) -> T:
+    def _apply(self, fn: Callable[[MailboxTables], T]) -> T:
+        """``fn`` on the tables, rewritten if it changed them; only under the store's lock."""
         path = self._store.root / MAILBOX_FILE
         tables = MailboxTables.from_json(_read(path) or {})
-        result = drive(fn(tables))
+        result = fn(tables)
         if tables.dirty:
             _write_atomic(path, dumps(tables.to_json()))
         return result
 
     async def _write(self, fn: Op[T]) -> T:
-        return await self._store._run(lambda: self._apply(fn))
+        return await self._store._run(lambda: self._apply(lambda tables: drive(fn(tables))))
 
     async def _read(self, fn: Op[T]) -> T:
         return await self._write(fn)

@@ -143,6 +143,15 @@ class MailboxTables(MailboxTable):
             self._track(e)
             self.dirty = True
 
+    def settle(self, thread_id: str, call_ids: list[str], now: int) -> None:
+        """``started`` entries among ``call_ids`` become ``finished`` (their results reached the conversation)."""
+        for c in call_ids:
+            e = self.effects.get((thread_id, c))
+            if e is not None and e.status == "started":
+                e.status, e.updated_at = "finished", now
+                self._track(e)
+                self.dirty = True
+
     async def effects_open(self, thread_id: str, call_ids: list[str]) -> list[EffectRecord]:
         keys = self.open_effects.get(thread_id, set()) | set(call_ids)
         found = [replace(e) for c in keys if (e := self.effects.get((thread_id, c))) is not None]
@@ -183,12 +192,12 @@ class MailboxTables(MailboxTable):
 
 class MemoryMailbox(MailboxBase):
     def __init__(self, check_open: Any = None) -> None:
-        self._tables = MailboxTables()
+        self.tables = MailboxTables()  # the memory store's checkpoints settle effect-ledger entries here
         self._check_open = check_open or (lambda: None)
 
     async def _write(self, fn: Op[T]) -> T:
         self._check_open()
-        return await fn(self._tables)
+        return await fn(self.tables)
 
     async def _read(self, fn: Op[T]) -> T:
         return await self._write(fn)

@@ -8,7 +8,7 @@ it saved or loaded never edits the store. Nothing survives ``aclose()`` or the p
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import RunStatus
@@ -27,7 +27,11 @@ from awaken_stdio.contract.stores import (
     ThreadRecord,
 )
 from awaken_stdio.stores._base import BaseStore
+
+if TYPE_CHECKING:
+    from awaken_stdio.stores.mailbox_memory import MemoryMailbox
 from awaken_stdio.stores._codec import (
+    answered_calls,
     check_count,
     check_run_thread,
     copy_grant,
@@ -61,6 +65,10 @@ class MemoryStore(BaseStore, Store):
 
     @cached_property
     def mailbox(self) -> MailboxStore:  # pyright: ignore[reportIncompatibleMethodOverride]  # read-only, as declared
+        return self._mailbox
+
+    @cached_property
+    def _mailbox(self) -> MemoryMailbox:
         from awaken_stdio.stores.mailbox_memory import MemoryMailbox
 
         return MemoryMailbox(self._check_open)
@@ -108,6 +116,8 @@ class MemoryStore(BaseStore, Store):
         if cp.thread_state is not None:
             self._states[cp.thread_id] = copy_state(cp.thread_state)
         self._put_run(cp.run)
+        if answered := answered_calls(cp):
+            self._mailbox.tables.settle(cp.thread_id, answered, now_ms())
 
     async def save_thread(self, thread: ThreadRecord) -> None:
         self._check_open()

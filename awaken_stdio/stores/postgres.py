@@ -69,6 +69,10 @@ QUERIES = Queries(
     thread_delete="DELETE FROM threads WHERE thread_id = $1",
     messages_insert="INSERT INTO messages (thread_id, seq, message_id, run_id, body) VALUES ($1, $2, $3, $4, $5)",
     messages_range="SELECT body FROM messages WHERE thread_id = $1 AND seq >= $2 AND seq < $3 ORDER BY seq",
+    effects_settle=(
+        "UPDATE tool_effects SET status = 'finished', updated_at = $1 WHERE thread_id = $2 AND call_id = $3 "
+        "AND status = 'started'"
+    ),
     run_upsert="""
         INSERT INTO runs (run_id, thread_id, status, created_at, updated_at, body) VALUES ($1, $2, $3, $4, $5, $6)
         ON CONFLICT (run_id) DO UPDATE SET thread_id = EXCLUDED.thread_id, status = EXCLUDED.status,

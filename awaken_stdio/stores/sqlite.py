@@ -85,6 +85,10 @@ QUERIES = Queries(
     thread_delete="DELETE FROM threads WHERE thread_id = ?",
     messages_insert="INSERT INTO messages (thread_id, seq, message_id, run_id, body) VALUES (?, ?, ?, ?, ?)",
     messages_range="SELECT body FROM messages WHERE thread_id = ? AND seq >= ? AND seq < ? ORDER BY seq",
+    effects_settle=(
+        "UPDATE tool_effects SET status = 'finished', updated_at = ? WHERE thread_id = ? AND call_id = ? "
+        "AND status = 'started'"
+    ),
     run_upsert="""
         INSERT INTO runs (run_id, thread_id, status, created_at, updated_at, body) VALUES (?, ?, ?, ?, ?, ?)
         ON CONFLICT (run_id) DO UPDATE SET thread_id = excluded.thread_id, status = excluded.status,

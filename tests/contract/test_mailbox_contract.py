@@ -17,8 +17,8 @@ from awaken_stdio.contract.mailbox import (
     RunDispatch,
     retry_delay_ms,
 )
-from awaken_stdio.contract.messages import Message
-from awaken_stdio.contract.stores import Store
+from awaken_stdio.contract.messages import Message, ToolCall
+from awaken_stdio.contract.stores import Checkpoint, RunRecord, Store
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.stores import open_store
 
@@ -483,6 +483,21 @@ async def test_effect_ledger_records_started_finished_and_unknown(mb: MailboxSto
     ]
     assert await mb.purge_terminal(25) == 0
     assert [e.call_id for e in await mb.open_effects("t1", ["c1", "c2"])] == ["c1"]  # finished c2 purged
+
+
+async def test_a_checkpoint_appending_a_result_settles_its_started_entry(store: Store) -> None:
+    """The result in the conversation is the finished mark: the loop writes no separate one (issue 16)."""
+    mb = store.mailbox
+    await mb.effect_started(EffectRecord("t1", "c1", "r1", "append", {}, started_at=10))
+    await mb.effect_started(EffectRecord("t1", "c2", "r1", "append", {}, started_at=11))
+    await mb.effect_started(EffectRecord("t1", "c3", "r1", "append", {}, started_at=12))
+    await mb.mark_effects_unknown("t1", ["c3"], 13)
+    call = Message.assistant("", [ToolCall("c1", "append", {}), ToolCall("c3", "append", {})])
+    messages = [Message.user("go"), call, Message.tool("c1", "ok"), Message.tool("c3", "again")]
+    await store.checkpoint(Checkpoint("t1", 0, messages, RunRecord("r1", "t1", "coder")))
+    assert [e.call_id for e in await mb.open_effects("t1", [])] == ["c2"]  # c1 settled, c2 still running
+    settled = {e.call_id: e.status for e in await mb.open_effects("t1", ["c1", "c3"])}
+    assert settled == {"c1": "finished", "c2": "started", "c3": "unknown_after_crash"}
 
 
 def test_retry_delay_doubles_from_250_ms_to_30_s() -> None:
