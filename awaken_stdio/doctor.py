@@ -130,6 +130,9 @@ async def _check_models(loaded: LoadedConfig, progress: Progress) -> AsyncIterat
                 turns = len(script.script.turns)  # type: ignore[attr-defined]
                 yield Check(name, True, f"scripted, {turns} turn{'' if turns == 1 else 's'}")
                 continue
+            if model.provider == "mcp_sampling":
+                yield Check(name, True, "the MCP client's model, in `awaken-stdio mcp` when the client samples")
+                continue
             progress(f"checking {name} at its endpoint (gives up after {MODEL_TIMEOUT_S:g} s)...")
             executor = load_provider(spec, loaded.base_dir)
             try:

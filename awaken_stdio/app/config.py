@@ -50,8 +50,9 @@ class PricingConfig(_Model):
 class ModelConfig(_Model):
     """A model an agent can use."""
 
-    provider: Literal["openai", "anthropic", "scripted"] = Field(
-        description="openai (any OpenAI-compatible server via base_url), anthropic, or scripted (a JSON script)."
+    provider: Literal["openai", "anthropic", "scripted", "mcp_sampling"] = Field(
+        description="openai (any OpenAI-compatible server via base_url), anthropic, scripted (a JSON script), or "
+        "mcp_sampling (the model of the MCP client awaken-stdio mcp serves; `model` is only a hint)."
     )
     model: str = Field("", description="The upstream model id, e.g. gpt-4.1 or claude-sonnet-4-5.")
     base_url: str | None = Field(None, description="An OpenAI-compatible endpoint (Ollama, vLLM, LM Studio...).")
@@ -74,7 +75,7 @@ class PermissionRuleConfig(_Model):
 
 class PermissionConfig(_Model):
     default: Behavior | None = Field(
-        None, description="With no matching rule. Unset: read-only tools are allowed, everything else asks."
+        default=None, description="With no matching rule. Unset: read-only tools are allowed, everything else asks."
     )
     rules: list[PermissionRuleConfig] = Field(default_factory=list)
 
@@ -86,17 +87,27 @@ class CompactionConfig(_Model):
     """Summarising the older part of a conversation as it nears the model's context window (history is kept)."""
 
     mode: Literal["auto", "off"] = Field(
-        _COMPACTION.mode, description="auto: before a model call that reaches the threshold; /compact works either way."
+        default=_COMPACTION.mode,
+        description="auto: before a model call that reaches the threshold; /compact works either way.",
     )
-    threshold: float = Field(_COMPACTION.threshold, gt=0, le=1, description="Share of the context window.")
+    threshold: float = Field(default=_COMPACTION.threshold, gt=0, le=1, description="Share of the context window.")
     keep_messages: int = Field(
-        _COMPACTION.keep_messages, ge=1, description="Recent messages kept verbatim (always the latest user turn)."
+        default=_COMPACTION.keep_messages,
+        ge=1,
+        description="Recent messages kept verbatim (always the latest user turn).",
     )
     min_savings_ratio: float = Field(
-        _COMPACTION.min_savings_ratio, ge=0, lt=1, description="A summary saving less of the estimate is not used."
+        default=_COMPACTION.min_savings_ratio,
+        ge=0,
+        lt=1,
+        description="A summary saving less of the estimate is not used.",
     )
-    summary_model: str | None = Field(None, description="The id of a model in [models]; default the agent's own.")
-    summary_max_tokens: int = Field(_COMPACTION.summary_max_tokens, gt=0, description="Length limit of a summary.")
+    summary_model: str | None = Field(
+        default=None, description="The id of a model in [models]; default the agent's own."
+    )
+    summary_max_tokens: int = Field(
+        default=_COMPACTION.summary_max_tokens, gt=0, description="Length limit of a summary."
+    )
 
 
 class AgentConfig(_Model):
@@ -121,7 +132,7 @@ class AgentConfig(_Model):
 
 
 class StoreConfig(_Model):
-    url: str | None = Field(None, description="memory://, file:///dir, sqlite:///path.db or postgresql://...")
+    url: str | None = Field(default=None, description="memory://, file:///dir, sqlite:///path.db or postgresql://...")
 
 
 class McpServerConfig(_Model):
@@ -141,7 +152,7 @@ class McpServerConfig(_Model):
 
 
 class ToolsConfig(_Model):
-    builtin: bool = Field(True, description="Register the built-in file, search and command tools.")
+    builtin: bool = Field(default=True, description="Register the built-in file, search and command tools.")
     modules: list[str] = Field(default_factory=list, description="Python modules whose @tool functions are registered.")
 
 
@@ -195,7 +206,7 @@ class McpPromptConfig(_Model):
 
 class McpConfig(_Model):
     permission: Literal["allow", "ask"] = Field(
-        "allow", description="Direct tools/call of guarded tools: allow (the MCP host confirms) or ask."
+        default="allow", description="Direct tools/call of guarded tools: allow (the MCP host confirms) or ask."
     )
     resources: dict[str, McpResourceConfig] = Field(default_factory=dict, description="Extra resources, by URI.")
     prompts: dict[str, McpPromptConfig] = Field(default_factory=dict, description="Prompts, by name.")
@@ -230,7 +241,7 @@ class Config(_Model):
         for name, model in self.models.items():
             if model.provider == "scripted" and not model.script:
                 raise ConfigError(f"{source}: models.{name}: a scripted model needs `script`")
-            if model.provider != "scripted" and not model.model:
+            if model.provider not in ("scripted", "mcp_sampling") and not model.model:
                 raise ConfigError(f"{source}: models.{name}: `model` (the upstream model id) is required")
         for name, server in self.mcp_servers.items():
             if bool(server.command) == bool(server.url):

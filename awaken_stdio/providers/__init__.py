@@ -35,6 +35,13 @@ def create_executor(spec: ModelSpec, base_dir: Path) -> LlmExecutor:
 
         script = Path(spec.options["script"])
         return ScriptedModel.from_file(script if script.is_absolute() else base_dir / script)
+    if spec.provider == "mcp_sampling":
+        from awaken_stdio.providers.mcp_sampling import McpSamplingModel
+
+        options = spec.options
+        return McpSamplingModel(
+            spec.model, max_output_tokens=options.get("max_output_tokens"), context_window=options.get("context_window")
+        )
     if spec.provider not in _PROVIDERS:
         raise ConfigError(f"models.{spec.id}: unknown provider {spec.provider!r}")
     return LazyExecutor(spec, base_dir)

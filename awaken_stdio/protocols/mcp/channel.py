@@ -11,17 +11,18 @@ answered (in order, sealed into ``requestState``) returns its answer at once, an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from awaken_stdio.contract.channel import Elicited, LogLevel, Sampled
-from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.errors import ProviderError, ToolError
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
 from awaken_stdio.protocols.mcp.approvals import can_elicit
 
 if TYPE_CHECKING:
     from awaken_stdio.protocols.mcp.calls import ToolCall
 
-__all__ = ["ASK_TIMEOUT_S", "InputRequired", "McpChannel"]
+__all__ = ["ASK_TIMEOUT_S", "ClientModel", "InputRequired", "McpChannel"]
 
 ASK_TIMEOUT_S = 600.0  # a person answering a form, or a host's model answering
 
@@ -81,4 +82,34 @@ class McpChannel:
             result = await self.peer.request(method, params, timeout=ASK_TIMEOUT_S)
         except JsonRpcError as exc:
             raise ToolError(f"{self.tool}: the client did not answer {method}: {exc.message}") from None
+        return result if isinstance(result, dict) else {}
+
+
+class ClientModel:
+    """The client this process serves as the ``mcp_sampling`` provider's host (``providers/mcp_sampling.py``).
+
+    Only a handshake-era client can be asked in the middle of a run: the 2026 era has no server-to-client requests.
+    ``capabilities`` returns the client's declared capabilities, or None before ``initialize`` and in the 2026 era.
+    """
+
+    def __init__(self, peer: JsonRpcPeer, capabilities: Callable[[], dict[str, Any] | None]) -> None:
+        self.peer = peer
+        self._capabilities = capabilities
+
+    def _sampling(self) -> dict[str, Any] | None:
+        sampling = (self._capabilities() or {}).get("sampling")
+        return sampling if isinstance(sampling, dict) else None
+
+    def can_sample(self) -> bool:
+        return self._sampling() is not None
+
+    def can_use_tools(self) -> bool:
+        sampling = self._sampling()
+        return sampling is not None and "tools" in sampling
+
+    async def create_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            result = await self.peer.request("sampling/createMessage", params, timeout=ASK_TIMEOUT_S)
+        except JsonRpcError as exc:
+            raise ProviderError("provider", f"mcp_sampling: the MCP client's model failed: {exc.message}") from None
         return result if isinstance(result, dict) else {}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -152,7 +153,7 @@ class McpServer:
         from awaken_stdio.protocols.mcp.calls import CallRunner
 
         try:
-            settings = self.startup.settings()
+            settings = self._startup().settings()
         except ConfigError as exc:
             self._app_error = f"awaken-stdio could not start: {exc}"
             self._ready.set()
@@ -160,7 +161,7 @@ class McpServer:
             return
         try:
             async with open_app(settings) as app:
-                import jsonschema  # noqa: F401 - loaded now rather than on the first tools/call
+                import jsonschema  # noqa: F401  # pyright: ignore[reportUnusedImport]  # loaded now, not on the first tools/call
 
                 seal = StateSeal(await load_seal_key(app.store))
                 self._app = app
@@ -173,16 +174,37 @@ class McpServer:
             self._ready.set()
 
     async def _serve_app(self) -> None:
+        from awaken_stdio.protocols.mcp.channel import ClientModel
         from awaken_stdio.protocols.mcp.library import Library
+        from awaken_stdio.providers import mcp_sampling
 
         assert self._app is not None
         self._rebuild_catalog()
         self._library = Library(self._app, self.peer, page_size=self.page_size, poll_s=self.poll_s)
+        mcp_sampling.attach(ClientModel(self.peer, self._handshake_capabilities))  # provider = "mcp_sampling"
         self._ready.set()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._library.watch.run)
-            await self._stopping.wait()
-            tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._library.watch.run)
+                await self._stopping.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            mcp_sampling.attach(None)
+
+    def _startup(self) -> Startup:
+        """The startup, or with no config file and no API key, one whose agent uses the client's model (if it
+        samples): the host's model is then the default (``provider = "mcp_sampling"``)."""
+        file = self.startup.file
+        sampling = (self._handshake_capabilities() or {}).get("sampling")
+        if file.path is not None or file.data or not isinstance(sampling, dict):
+            return self.startup
+        log.info("no config file and no API key: the agent 'default' uses the MCP client's model (mcp_sampling)")
+        agent = {"model": "default", "expose_mcp": True, "tools": ["*"] if "tools" in sampling else []}
+        data = {"models": {"default": {"provider": "mcp_sampling"}}, "agents": {"default": agent}}
+        return replace(self.startup, file=replace(file, data=data, source="<no config file: the client's model>"))
+
+    def _handshake_capabilities(self) -> dict[str, Any] | None:
+        return self._client_capabilities if self.era == "legacy" and self._version is not None else None
 
     async def _app_ready(self) -> CallRunner:
         self._want_app.set()
