@@ -16,6 +16,9 @@ Example::
     runtime = AgentRuntime(agents=[AgentSpec("calc", model="m")], models={"m": model}, tools=[add])
 """
 
+# The TYPE_CHECKING imports below re-export the lazily loaded names of ``__all__`` (built from ``_EXPORTS``).
+# pyright: reportUnusedImport=false, reportUnsupportedDunderAll=false
+
 from __future__ import annotations
 
 import importlib

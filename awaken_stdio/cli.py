@@ -421,7 +421,7 @@ async def _decide(args: argparse.Namespace, app: App, approve: bool) -> int:
         raise await app.mailbox.not_waiting(run)  # says who decided it, when a decision did
     tickets = [t for t in run.waiting.tickets if args.call in (None, t.tool_call_id, t.ticket_id)]
     if not tickets:
-        raise DecisionTargetNotFound(args.call)
+        raise DecisionTargetNotFound(str(args.call))
     if approve:
         decisions = [(t.ticket_id, ToolCallResume.approve(always=args.always)) for t in tickets]
     else:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -142,7 +142,7 @@ class App:
     @asynccontextmanager
     async def run_context(
         self, session_id: str | None, cwd: str | None, wanted: tuple[str, ...] = ()
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any]]:
         """What a run of ``session_id`` resumes with (``cwd``, ``services``, ``tools``), for its duration.
 
         The live session's context when one is open in this process; else rebuilt from the session record: its
@@ -202,7 +202,7 @@ def _unavailable(failed: list[McpServerStatus], wanted: tuple[str, ...], have: s
 @asynccontextmanager
 async def open_app(
     settings: Settings, *, serve: bool = True, mailbox: MailboxConfig | None = None
-) -> AsyncIterator[App]:
+) -> AsyncGenerator[App]:
     """Open the store, build the runtime with every configured tool and plugin, and run the mailbox service until
     exit (then the store closes). ``serve=False`` (the CLI) handles only this process's own dispatches and never
     picks up other processes' queued work."""
@@ -238,7 +238,7 @@ async def open_app(
 
 
 @asynccontextmanager
-async def _configured_servers(app: App) -> AsyncIterator[McpToolsets]:
+async def _configured_servers(app: App) -> AsyncGenerator[McpToolsets]:
     """Connect ``[mcp_servers]`` (each under its own timeout) and keep their tools in ``app.runtime.tools``."""
     from awaken_stdio.app.assemble import configured_specs
     from awaken_stdio.tools.mcp import open_mcp_toolsets

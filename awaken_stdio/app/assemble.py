@@ -7,7 +7,7 @@ vocabulary) -> the runtime. The tools and providers never see the config's pydan
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -91,7 +91,7 @@ def build_runtime(loaded: LoadedConfig, *, store: Store | None = None) -> AgentR
 
 
 @asynccontextmanager
-async def open_runtime(loaded: LoadedConfig, *, store_url: str | None = None) -> AsyncIterator[AgentRuntime]:
+async def open_runtime(loaded: LoadedConfig, *, store_url: str | None = None) -> AsyncGenerator[AgentRuntime]:
     """The config's runtime on its store, closed on exit: the one way from a config to a runtime that persists.
 
     The store is the one the CLI would use: ``store_url``, else ``$AWAKEN_STDIO_STORE``, else the config's
@@ -119,9 +119,12 @@ def mcp_server_spec(name: str, config: McpServerConfig) -> McpServerSpec:
 
     if bool(config.command) == bool(config.url):
         raise ConfigError(f"mcp_servers.{name}: give exactly one of `command` or `url`")
-    timeouts = {"timeout_s": config.timeout_s, "call_timeout_s": config.call_timeout_s}
+    timeout_s, call_timeout_s = config.timeout_s, config.call_timeout_s
     if config.url:
-        return McpServerSpec(name, "http", url=config.url, headers=dict(config.headers), **timeouts)
+        headers = dict(config.headers)
+        return McpServerSpec(
+            name, "http", url=config.url, headers=headers, timeout_s=timeout_s, call_timeout_s=call_timeout_s
+        )
     return McpServerSpec(
         name,
         "stdio",
@@ -129,7 +132,8 @@ def mcp_server_spec(name: str, config: McpServerConfig) -> McpServerSpec:
         args=tuple(config.args),
         env=dict(config.env),
         cwd=config.cwd,
-        **timeouts,
+        timeout_s=timeout_s,
+        call_timeout_s=call_timeout_s,
     )
 
 

@@ -106,7 +106,7 @@ def model_problem(file: ConfigFile) -> str | None:
     model_id, model = default
     if model.get("provider") == "scripted" or model.get("base_url"):
         return None
-    variable = model.get("api_key_env") or _KEY_VARIABLES.get(model.get("provider"))
+    variable = model.get("api_key_env") or _KEY_VARIABLES.get(model.get("provider", ""))
     if variable and not os.environ.get(variable):
         return f"model {model_id!r} needs an API key: set {variable}"
     return None

@@ -87,7 +87,7 @@ class FunctionTool(Tool):
     ) -> None:
         if isinstance(func, FunctionTool):  # re-decorating (e.g. to rename) wraps the function, not the tool
             func = func.func
-        name = name if name is not None else getattr(func, "__name__", "")
+        name = name if name is not None else str(getattr(func, "__name__", ""))
         if not _NAME.fullmatch(name):
             raise ValueError(
                 f"invalid tool name {name!r}: use 1-64 letters, digits, '_', '.' or '-' (pass name=... to @tool)"
@@ -122,7 +122,7 @@ class FunctionTool(Tool):
         return _Signature.build(self.func, self._name, self._param_docs)
 
     @functools.cached_property
-    def descriptor(self) -> ToolDescriptor:
+    def descriptor(self) -> ToolDescriptor:  # pyright: ignore[reportIncompatibleVariableOverride]  # read-only, as declared
         sig = self._signature
         return ToolDescriptor(
             name=self._name,
@@ -429,7 +429,7 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
         while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) > depth):
             entry = _ARG_LINE.fullmatch(lines[i].strip())
             if entry and (current is None or _indent(lines[i]) <= entry_depth):
-                current, entry_depth = entry["name"], _indent(lines[i])
+                current, entry_depth = str(entry["name"]), _indent(lines[i])
                 params[current] = entry["text"].strip()
             elif current is not None and lines[i].strip():
                 params[current] = f"{params[current]} {lines[i].strip()}".strip()

@@ -168,12 +168,12 @@ class TurnEncoder:
 
     def encode(self, event: AgentEvent) -> list[dict[str, Any]]:
         kind = type(event)
-        if kind is TextDelta:
-            return [_chunk("agent_message_chunk", event.delta, event.message_id)]  # type: ignore[union-attr]
-        if kind is ReasoningDelta:
+        if type(event) is TextDelta:
+            return [_chunk("agent_message_chunk", event.delta, event.message_id)]
+        if type(event) is ReasoningDelta:
             if not self.show_thoughts:
                 return []
-            return [_chunk("agent_thought_chunk", event.delta, event.message_id)]  # type: ignore[union-attr]
+            return [_chunk("agent_thought_chunk", event.delta, event.message_id)]
         if kind is ToolCallStart:
             assert isinstance(event, ToolCallStart)
             self._calls[event.id] = (event.name, None)

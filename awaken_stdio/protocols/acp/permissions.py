@@ -97,8 +97,9 @@ def _decision(answer: Any) -> ToolCallResume | None:
             return ToolCallResume.reject("rejected by the user")
         case "reject_always":
             return ToolCallResume.reject("rejected by the user", always=True)
-    log.warning("unknown permission option %r: treating the answer as cancelled", outcome.get("optionId"))
-    return None
+        case other:
+            log.warning("unknown permission option %r: treating the answer as cancelled", other)
+            return None
 
 
 async def ask_permission(

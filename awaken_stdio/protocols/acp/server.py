@@ -15,7 +15,7 @@ of messages a client sees. It reaches the runtime only through its public API (`
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +129,7 @@ class AcpServer:
             raise auth_required(problem)
         return await self._ready()
 
-    def _after_response(self, send: Callable[[], Awaitable[None]]) -> None:
+    def _after_response(self, send: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``send`` after the current request's answer is queued (zed#60199: updates before it are dropped).
 
         A handler's answer is queued synchronously when it returns, and a task started here first runs after the
@@ -351,9 +351,9 @@ class AcpServer:
         session = self._session(p.session_id)
         app = await self._ready()
         if p.config_id == "mode":
-            await self._set_mode(app, session, p.value)  # type: ignore[arg-type]
+            await self._set_mode(app, session, str(p.value))
         elif p.config_id == "model":
-            await self._set_model(app, session, p.value)  # type: ignore[arg-type]
+            await self._set_model(app, session, str(p.value))
         elif p.config_id == THOUGHTS_OPTION and self.client.boolean_config and isinstance(p.value, bool):
             session.show_thoughts = p.value
         else:
@@ -380,7 +380,7 @@ class AcpServer:
 
         toolsets = McpToolsets(specs, on_change=publish)
 
-        async def supervise(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async def supervise(*, task_status: anyio.abc.TaskStatus[McpToolsets]) -> None:
             with anyio.CancelScope() as scope:
                 session.mcp_scope = scope
                 await toolsets.run(task_status=task_status)
@@ -606,6 +606,7 @@ class AcpServer:
             host = self._host_context(session)  # the file as it is now, through this editor
             calls = [Question.of(t, await app.preview(run, t, host)) for t in tickets]
             ask = Ask(run.run_id, [t.tool_call_id for t in tickets])
+            decisions: list[tuple[str, ToolCallResume]] | None = None
             async with anyio.create_task_group() as watch:
                 watch.start_soon(self._watch_waiting, app, ask)
                 decisions = await self._ask(session, turn, ask, calls, lookup)

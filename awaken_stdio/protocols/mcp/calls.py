@@ -189,6 +189,7 @@ class CallRunner:
                 return await self._run_tool(entry, args, params, call, state)
             except Refusal as refusal:
                 return error_result(str(refusal))
+        outcome: dict[str, Any] = {}
         async with anyio.create_task_group() as tg:
             tg.start_soon(call.heartbeat)
             try:

@@ -80,7 +80,7 @@ class CancelledParams(_Params):
 
 
 class ListenFilter(_Params):
-    tools_list_changed: bool = Field(False, alias="toolsListChanged")
+    tools_list_changed: bool = Field(default=False, alias="toolsListChanged")
     resource_subscriptions: list[str] = Field(default_factory=list, alias="resourceSubscriptions")
 
 

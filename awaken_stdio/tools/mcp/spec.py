@@ -65,7 +65,7 @@ class McpServerSpec:
 
     def __post_init__(self) -> None:
         where = f"MCP server {self.name!r}"
-        if not isinstance(self.name, str) or not self.name.strip():
+        if not isinstance(self.name, str) or not self.name.strip():  # pyright: ignore[reportUnnecessaryIsInstance]  # a plugin's spec may carry anything
             raise ConfigError("an MCP server needs a non-empty name")
         if self.transport == "stdio":
             if not self.command or self.url is not None:

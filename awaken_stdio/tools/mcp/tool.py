@@ -77,8 +77,8 @@ class McpTool(Tool):
                 f"MCP server {self.server_name} is not connected: {self._server.status.error or 'starting'}"
             )
 
-        async def progress(value: float, total: float | None, message: str | None) -> None:
-            await ctx.report_progress("running", message or "", progress=value, total=total)
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            await ctx.report_progress("running", message or "", progress=progress, total=total)
 
         result: mcp_types.CallToolResult | None = None
         failure: Exception | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -183,7 +183,7 @@ class McpToolsets:
 @asynccontextmanager
 async def open_mcp_toolsets(
     specs: Iterable[McpServerSpec], *, on_change: OnChange | None = None, restart: RestartPolicy | None = None
-) -> AsyncIterator[McpToolsets]:
+) -> AsyncGenerator[McpToolsets]:
     """Connect every server concurrently and yield once each is ready or has failed; close them all on exit."""
     toolsets = McpToolsets(specs, on_change=on_change, restart=restart)
     async with anyio.create_task_group() as tg:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import subprocess
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -88,7 +88,7 @@ def open_transport(spec: McpServerSpec, link: Link) -> AbstractAsyncContextManag
 
 
 @asynccontextmanager
-async def _http_transport(spec: McpServerSpec) -> AsyncIterator[Any]:
+async def _http_transport(spec: McpServerSpec) -> AsyncGenerator[Any]:
     """The SDK's streamable-HTTP client. A server that went away is noticed at the next request, whose failure
     closes the connection (the call reports it and the supervisor reconnects)."""
     import httpx2
@@ -105,7 +105,7 @@ async def _http_transport(spec: McpServerSpec) -> AsyncIterator[Any]:
 
 
 @asynccontextmanager
-async def _stdio_transport(spec: McpServerSpec, link: Link) -> AsyncIterator[Any]:
+async def _stdio_transport(spec: McpServerSpec, link: Link) -> AsyncGenerator[Any]:
     """The SDK's ``stdio_client``, reworked where it falls short for us.
 
     It writes the server's stderr to a file, not a logger; it stops the process group only when the server itself
