@@ -19,6 +19,7 @@ test: $(PY)
 lint: $(PY)
 	$(PY) -m ruff check awaken_stdio tests bench examples
 	$(PY) -m ruff format --check awaken_stdio tests bench examples
+	$(PY) -m pyright  # strict on awaken_stdio/ ([tool.pyright] in pyproject.toml)
 
 format: $(PY)
 	$(PY) -m ruff format awaken_stdio tests bench

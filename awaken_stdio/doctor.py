@@ -126,8 +126,11 @@ async def _check_models(loaded: LoadedConfig, progress: Progress) -> AsyncIterat
         spec = model_spec(model_id, model)
         try:
             if model.provider == "scripted":
+                from awaken_stdio.providers.scripted import ScriptedModel
+
                 script = create_executor(spec, loaded.base_dir)
-                turns = len(script.script.turns)  # type: ignore[attr-defined]
+                assert isinstance(script, ScriptedModel)
+                turns = len(script.script.turns)
                 yield Check(name, True, f"scripted, {turns} turn{'' if turns == 1 else 's'}")
                 continue
             if model.provider == "mcp_sampling":
@@ -136,9 +139,9 @@ async def _check_models(loaded: LoadedConfig, progress: Progress) -> AsyncIterat
             progress(f"checking {name} at its endpoint (gives up after {MODEL_TIMEOUT_S:g} s)...")
             executor = load_provider(spec, loaded.base_dir)
             try:
-                detail = await executor.check(MODEL_TIMEOUT_S)  # type: ignore[attr-defined]
+                detail = await executor.check(MODEL_TIMEOUT_S)
             finally:
-                await executor.aclose()  # type: ignore[attr-defined]
+                await executor.aclose()
         except AwakenError as exc:
             yield Check(name, False, str(exc))
         else:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # annotations only: the ACP server imports ``providers.famili
 
     from awaken_stdio.contract.agent import ModelSpec
     from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, ModelCapabilities, StreamChunk
+    from awaken_stdio.providers._common import SdkExecutor
 
 __all__ = ["LazyExecutor", "create_executor", "load_provider"]
 
@@ -47,7 +48,7 @@ def create_executor(spec: ModelSpec, base_dir: Path) -> LlmExecutor:
     return LazyExecutor(spec, base_dir)
 
 
-def load_provider(spec: ModelSpec, base_dir: Path) -> LlmExecutor:
+def load_provider(spec: ModelSpec, base_dir: Path) -> SdkExecutor:
     """Import the provider module now and build its executor (``doctor`` uses this to check a model)."""
     module_name, extra = _PROVIDERS[spec.provider]
     try:

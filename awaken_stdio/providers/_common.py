@@ -12,7 +12,7 @@ import os
 import random
 import time
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -159,7 +159,7 @@ class RetryPolicy:
 
 
 async def stream_with_retries(
-    attempt: Callable[[], AsyncIterator[StreamChunk]],
+    attempt: Callable[[], AsyncGenerator[StreamChunk]],
     to_error: Callable[[Exception, bool], ProviderError | None],
     policy: RetryPolicy,
     label: str,
@@ -454,5 +454,5 @@ class SdkExecutor(LlmExecutor):
     @abstractmethod
     def _attempt(
         self, client: Any, model: str, request: InferenceRequest, caps: ModelCapabilities
-    ) -> AsyncIterator[StreamChunk]:
+    ) -> AsyncGenerator[StreamChunk]:
         """One HTTP call streamed to its end; it must end with a ``StopChunk`` or raise."""

@@ -263,7 +263,7 @@ class McpServer:
         async def handle(params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
             await self._app_ready()
             assert self._library is not None
-            return await getattr(self._library, name)(params, request)  # type: ignore[no-any-return]
+            return await getattr(self._library, name)(params, request)
 
         return handle
 
@@ -405,7 +405,7 @@ class McpServer:
             return {"content": [{"type": "text", "text": problem}], "isError": True}
         call = self._calls[request.request_id] = ToolCall(self.peer, request, heartbeat_s=self.heartbeat_s)
         try:
-            return await runner.call(entry, p, call, state)  # type: ignore[no-any-return]
+            return await runner.call(entry, p, call, state)
         finally:
             call.close()
             del self._calls[request.request_id]
