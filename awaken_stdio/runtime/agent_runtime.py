@@ -35,7 +35,9 @@ from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActiva
 from awaken_stdio.runtime.compaction import CompactionPolicy, CompactionResult, Compactor, model_view
 from awaken_stdio.runtime.plugins import Plugin
 from awaken_stdio.runtime.resolve import ResolvedAgent, resolve_agent
-from awaken_stdio.runtime.run.loop import CHECKPOINT_RETRIES, AgentLoop
+from awaken_stdio.runtime.run.finish import CHECKPOINT_RETRIES
+from awaken_stdio.runtime.run.loop import AgentLoop
+from awaken_stdio.runtime.run.suspension import check_decisions
 
 __all__ = ["AgentRuntime"]
 
@@ -218,7 +220,7 @@ class AgentRuntime:
             compactor=self.compactor,
         )
         if activation.decisions:
-            loop.check_decisions(activation.decisions)
+            check_decisions(loop, activation.decisions)
         active.loop = loop
         return loop
 

@@ -28,7 +28,7 @@ from awaken_stdio.runtime.compaction import (
     model_view,
     plan_cut,
 )
-from awaken_stdio.runtime.run.loop import INTERRUPTED
+from awaken_stdio.runtime.executors import INTERRUPTED
 from tests.runtime.helpers import FnTool, Recorder, StallingModel, call, tool_messages
 
 pytestmark = pytest.mark.anyio

@@ -1,0 +1,199 @@
+"""Running the model's tool calls: gates, the tool itself between its phases, and the effect ledger's marks.
+
+Every call goes through :func:`invoke` (the tool found, its arguments checked, BEFORE/AFTER_TOOL_EXECUTE around
+it, its start and finish written to the effect ledger so a crash in between is never run twice unasked), and its
+outcome is recorded by ``calls.commit_call``.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import anyio
+
+from awaken_stdio.contract.errors import ToolError, ToolFailure
+from awaken_stdio.contract.ids import now_ms
+from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.mailbox import EffectRecord
+from awaken_stdio.contract.messages import ToolCall, valid_text
+from awaken_stdio.contract.state import Snapshot, StateCommand
+from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.tools import Tool, ToolOutput, ToolResult, tool_error_result
+from awaken_stdio.runtime.executors import INTERRUPTED, CallResult, executor_for
+from awaken_stdio.runtime.plugins import Block, GateDecision, Phase, SetResult, Suspend
+from awaken_stdio.runtime.run.calls import AWAITING_APPROVAL, commit_call, suspend_call
+from awaken_stdio.runtime.run.state import RunState
+from awaken_stdio.runtime.runtime_keys import ToolCallState
+
+__all__ = ["after_tool", "gate", "interrupt", "invoke", "not_found", "rejected", "run_tools"]
+
+log = logging.getLogger(__name__)
+
+_GATE_PRIORITY = {Block: 3, Suspend: 2, SetResult: 1}
+_RAW_ARGUMENTS = "__raw_arguments"  # what StreamAccumulator keeps of arguments that did not parse
+
+
+async def gate(run: RunState, call: ToolCall, tool: Tool, resume_input: ToolCallResume | None) -> GateDecision | None:
+    gates = run.agent.registrar.gates
+    if not gates:
+        return None
+    make = run.tool_ctx(Phase.TOOL_GATE, call, tool, resume_input=resume_input)
+    if len(gates) == 1:
+        return await gates[0][1](make())
+    decisions: list[GateDecision | None] = [None] * len(gates)
+
+    async def one(i: int) -> None:
+        decisions[i] = await gates[i][1](make())
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(gates)):
+            tg.start_soon(one, i)
+    best: GateDecision | None = None
+    for d in decisions:
+        if d is not None and (best is None or _GATE_PRIORITY[type(d)] > _GATE_PRIORITY[type(best)]):
+            best = d
+    return best
+
+
+async def run_tools(run: RunState, calls: tuple[ToolCall, ...] | list[ToolCall]) -> TerminationReason | None:
+    """Gate each call in order; run allowed ones in batches.
+
+    Returns the termination a call decided: ``blocked`` by a gate, or ``error`` when a tool raised a fatal
+    ``ToolError`` (the calls after it are interrupted, and the model is not called again).
+    """
+    executor = executor_for(run.agent.spec.tool_executor)
+    batch: list[ToolCall] = []
+
+    async def flush() -> bool:
+        nonlocal batch
+        if not batch:
+            return True
+        todo, batch = batch, []
+        done = await executor.execute(todo, partial(invoke, run), partial(commit_call, run), run.state.snapshot())
+        return done and run.fatal is None
+
+    for i, call in enumerate(calls):
+        tool = run.tool(call.name)
+        if tool is None:
+            batch.append(call)  # invoke reports "tool 'X' not found"
+            continue
+        decision = await gate(run, call, tool, None)
+        if decision is not None and batch:
+            if not await flush():
+                await interrupt(run, calls[i:])
+                return _fatal_end(run)
+            decision = await gate(run, call, tool, None)  # re-evaluated on the state after the batch
+        if decision is None:
+            batch.append(call)
+        elif isinstance(decision, Block):
+            await commit_call(run, rejected(call, decision))
+            await interrupt(run, calls[i + 1 :])
+            return TerminationReason.blocked(decision.reason)
+        elif isinstance(decision, Suspend):
+            await suspend_call(run, call, decision.ticket, AWAITING_APPROVAL.format(call.name))
+        else:
+            await commit_call(run, await after_tool(run, call, tool, decision.result, StateCommand()))
+    await flush()
+    return _fatal_end(run)
+
+
+def _fatal_end(run: RunState) -> TerminationReason | None:
+    return TerminationReason.error(run.fatal) if run.fatal is not None else None
+
+
+async def interrupt(run: RunState, calls: tuple[ToolCall, ...] | list[ToolCall]) -> None:
+    for call in calls:
+        await commit_call(run, CallResult(call, ToolResult.error(call.name, INTERRUPTED)))
+
+
+async def invoke(
+    run: RunState, call: ToolCall, snapshot: Snapshot | None, state: ToolCallState | None = None
+) -> CallResult:
+    tool = run.tool(call.name)
+    if tool is None:
+        return not_found(call)
+    resume = state.resume_input if state else None
+    before = await run.engine.collect_commands(
+        Phase.BEFORE_TOOL_EXECUTE, run.tool_ctx(Phase.BEFORE_TOOL_EXECUTE, call, tool, resume_input=resume)
+    )
+    await run.commit(before)
+    ctx = run.call_context(call, snapshot or run.state.snapshot(), state)
+    command = StateCommand()
+    started = executing = False
+    fatal: str | None = None
+    try:
+        # a stored conversation (message_from_json) may hold any JSON value there
+        args = call.arguments if isinstance(call.arguments, dict) else {}  # pyright: ignore[reportUnnecessaryIsInstance]
+        if _RAW_ARGUMENTS in args:  # the model's arguments were not JSON: let it fix them, never run on junk
+            raise ToolFailure(f"not valid JSON: {args[_RAW_ARGUMENTS]}", "invalid_arguments")
+        args = tool.validate_args(args)
+        started = await _effect_started(run, call, resume)
+        executing = True
+        out = await tool.execute(args, ctx)
+        if isinstance(out, ToolOutput):
+            result, command = out.result, out.command
+        elif isinstance(out, ToolResult):
+            result = out
+        else:
+            result = ToolResult.success(call.name, out)
+    except anyio.get_cancelled_exc_class():
+        if started:  # cancelled with the run, in a live process: not an unknown outcome to ask about later
+            await _effect_finished(run, call, None)
+        raise
+    except Exception as exc:
+        log.debug("tool %s failed", call.name, exc_info=True)
+        result = tool_error_result(call.name, exc)
+        # fatal only from the tool's own work: wrong arguments stay the model's to fix
+        if executing and isinstance(exc, ToolError) and not isinstance(exc, ToolFailure):
+            fatal = valid_text(f"{call.name}: {exc}")
+    if started:
+        await _effect_finished(run, call, result)
+    outcome = await after_tool(run, call, tool, result, command, resume)
+    outcome.fatal = fatal
+    return outcome
+
+
+async def _effect_started(run: RunState, call: ToolCall, resume: ToolCallResume | None) -> bool:
+    """The effect ledger's ``started`` mark, durable before the tool runs (one write, shielded)."""
+    if run.ledger is None:
+        return False
+    decision = resume.decision_id if resume is not None else None
+    record = EffectRecord(run.thread_id, call.id, run.run_id, call.name, call.arguments, decision_id=decision)
+    with anyio.CancelScope(shield=True):
+        await run.ledger.effect_started(record)
+    return True
+
+
+async def _effect_finished(run: RunState, call: ToolCall, result: ToolResult | None) -> None:
+    """The ``finished`` mark with the result to report after a crash (``None``: nothing to report)."""
+    if run.ledger is not None:
+        data = result.to_json() if result is not None else None
+        with anyio.CancelScope(shield=True):
+            await run.ledger.effect_finished(run.thread_id, call.id, data, now_ms())
+
+
+async def after_tool(
+    run: RunState,
+    call: ToolCall,
+    tool: Tool,
+    result: ToolResult,
+    command: StateCommand,
+    resume: ToolCallResume | None = None,
+) -> CallResult:
+    after = await run.engine.collect_commands(
+        Phase.AFTER_TOOL_EXECUTE,
+        run.tool_ctx(Phase.AFTER_TOOL_EXECUTE, call, tool, tool_result=result, resume_input=resume),
+    )
+    return CallResult(call, result, command.extend(after))
+
+
+def not_found(call: ToolCall) -> CallResult:
+    return CallResult(call, ToolResult.error(call.name, f"tool '{call.name}' not found"))
+
+
+def rejected(call: ToolCall, block: Block) -> CallResult:
+    """A call a gate blocked: an error result marked ``rejected``."""
+    result = ToolResult.error(call.name, block.reason)
+    result.metadata["rejected"] = True
+    return CallResult(call, result)
