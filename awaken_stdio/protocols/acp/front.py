@@ -181,7 +181,7 @@ def client_capabilities(params: Params) -> dict[str, Any]:
             and isinstance(caps.get("session"), dict | None)
             and isinstance(params.get("clientInfo"), dict | None)
         ):
-            return caps  # type: ignore[no-any-return]
+            return caps
     from awaken_stdio.protocols.acp.wire import InitializeParams
 
     return InitializeParams.model_validate(params).client_capabilities.model_dump(by_alias=True)
