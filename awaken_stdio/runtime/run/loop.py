@@ -7,7 +7,6 @@ store only at checkpoints (every step end, before anyone is asked anything, at t
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import replace
 
@@ -31,8 +30,6 @@ from awaken_stdio.runtime.run.tools import run_tools
 from awaken_stdio.runtime.runtime_keys import RUN_LIFECYCLE, TOOL_CALL_STATES, LifecycleUpdate, ToolCallStatesUpdate
 
 __all__ = ["SUPERSEDED", "AgentLoop"]
-
-log = logging.getLogger(__name__)
 
 SUPERSEDED = "[tool call superseded by a new user message]"
 
