@@ -411,15 +411,12 @@ def _with_app(fn: Callable[[argparse.Namespace, App], Awaitable[int]]) -> Callab
 
 
 async def _decide(args: argparse.Namespace, app: App, approve: bool) -> int:
-    from awaken_stdio.contract.errors import DecisionTargetNotFound, InvalidResume
+    from awaken_stdio.contract.errors import DecisionTargetNotFound
     from awaken_stdio.contract.suspension import ToolCallResume
 
-    run = await app.store.load_run(args.id)
-    if run is None:
-        raise InvalidResume(f"run {args.id} not found")
-    if run.status != "waiting" or run.waiting is None:
-        raise await app.mailbox.not_waiting(run)  # says who decided it, when a decision did
-    tickets = [t for t in run.waiting.tickets if args.call in (None, t.tool_call_id, t.ticket_id)]
+    run = await app.waiting_run(args.id)  # says who decided it, when a decision did
+    pending = run.waiting.tickets if run.waiting else ()
+    tickets = [t for t in pending if args.call in (None, t.tool_call_id, t.ticket_id)]
     if not tickets:
         raise DecisionTargetNotFound(str(args.call))
     if approve:
@@ -430,8 +427,8 @@ async def _decide(args: argparse.Namespace, app: App, approve: bool) -> int:
     verb = "approved" if approve else "rejected"
     calls = ", ".join(t.tool_call_id for t in tickets)
     if result is None:
-        holders = await app.store.mailbox.list_dispatches(run.thread_id, ["claimed"])
-        who = f" ({holders[0].claimed_by})" if holders and holders[0].claimed_by else ""
+        holder = await app.holder(run.thread_id)
+        who = f" ({holder})" if holder else ""
         print(f"{verb} {calls}; the process holding run {args.id}{who} continues it", file=sys.stderr)
         return 0
     print(f"{verb} {calls}; run {args.id} is {result.status}")

@@ -95,6 +95,16 @@ class App:
         """
         return await self.mailbox.decide(run_id, decisions, sink, context, origin, on_waiting)
 
+    async def waiting_run(self, run_id: str) -> RunRecord:
+        """The run, waiting for decisions (its pending calls in ``waiting``); else ``InvalidResume``: unknown, or
+        ``DecisionSuperseded`` naming the surface and process that decided or cancelled it first."""
+        return await self.mailbox.waiting(run_id)
+
+    async def holder(self, thread_id: str) -> str | None:
+        """The process (``host:pid:instance``) holding the thread's claim, which continues its run; ``None``."""
+        claimed = await self.store.mailbox.list_dispatches(thread_id, ["claimed"])
+        return claimed[0].claimed_by if claimed else None
+
     async def run(
         self,
         activation: RunActivation,

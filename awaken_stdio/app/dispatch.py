@@ -223,7 +223,7 @@ class MailboxService:
         once that process has taken the decision). ``context`` gives a resume here the caller's working directory
         and services (an editor's file system and terminal); ``origin`` names the deciding surface. A run already
         decided by someone else raises :class:`DecisionSuperseded`."""
-        record = await self._waiting(run_id)
+        record = await self.waiting(run_id)
         targets = (
             {i for t in record.waiting.tickets for i in (t.ticket_id, t.tool_call_id)} if record.waiting else set()
         )
@@ -295,7 +295,8 @@ class MailboxService:
             kind, record.agent_id, (), tuple(decisions), origin, record.session_id, None, self.consumer
         )
 
-    async def _waiting(self, run_id: str) -> RunRecord:
+    async def waiting(self, run_id: str) -> RunRecord:
+        """The run, waiting for decisions; else ``InvalidResume`` (unknown run) or why not (:meth:`not_waiting`)."""
         record = await self.runtime.store.load_run(run_id)
         if record is None:
             raise InvalidResume(f"run {run_id} not found")
@@ -535,7 +536,7 @@ class MailboxService:
         if req.kind == "decide":
             if activation is not None:
                 return await self.runtime.resume(d.run_id, list(req.decisions), sink, **_context_of(activation))
-            record = await self._waiting(d.run_id)
+            record = await self.waiting(d.run_id)
             wanted = tuple(t.tool_name for t in record.waiting.tickets) if record.waiting else ()
             async with self._context(record.session_id, record.cwd, wanted) as extras:
                 return await self.runtime.resume(d.run_id, list(req.decisions), sink, **extras)
