@@ -168,10 +168,10 @@ class AgentLoop(RunState):
 
         stop = self._stop_policy(response)
         if stop is not None:
-            await self._complete_step()
+            await self._complete_step(last=True)
             return stop
         if not response.tool_calls:
-            await self._complete_step()
+            await self._complete_step(last=True)
             if response.stop_reason in ("max_tokens", "refusal"):
                 return TerminationReason.stopped(response.stop_reason, f"the model stopped: {response.stop_reason}")
             return TerminationReason.natural()
@@ -185,11 +185,13 @@ class AgentLoop(RunState):
             return blocked
         return TerminationReason.suspended() if suspended else None
 
-    async def _complete_step(self) -> None:
+    async def _complete_step(self, *, last: bool = False) -> None:
+        """End the step; its checkpoint is the run's final one when it is the ``last`` (one write, not two)."""
         self.steps += 1
         await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.step_completed()))
         await self.engine.run_phase(Phase.STEP_END, self.ctx(Phase.STEP_END))
-        await checkpoint(self)
+        if not last:
+            await checkpoint(self)
         await self.emit_state()
         await self.emit(StepEnd(self.steps))
 

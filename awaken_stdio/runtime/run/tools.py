@@ -1,8 +1,8 @@
 """Running the model's tool calls: gates, the tool itself between its phases, and the effect ledger's marks.
 
 Every call goes through :func:`invoke` (the tool found, its arguments checked, BEFORE/AFTER_TOOL_EXECUTE around
-it, its start and finish written to the effect ledger so a crash in between is never run twice unasked), and its
-outcome is recorded by ``calls.commit_call``.
+it, its start written to the effect ledger so a crash before its result is checkpointed is never run twice unasked;
+the checkpoint that appends the result settles the mark), and its outcome is recorded by ``calls.commit_call``.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ async def invoke(
         if _RAW_ARGUMENTS in args:  # the model's arguments were not JSON: let it fix them, never run on junk
             raise ToolFailure(f"not valid JSON: {args[_RAW_ARGUMENTS]}", "invalid_arguments")
         args = tool.validate_args(args)
-        started = await _effect_started(run, call, resume)
+        started = await _effect_started(run, call, tool, resume)
         executing = True
         out = await tool.execute(args, ctx)
         if isinstance(out, ToolOutput):
@@ -147,16 +147,18 @@ async def invoke(
         # fatal only from the tool's own work: wrong arguments stay the model's to fix
         if executing and isinstance(exc, ToolError) and not isinstance(exc, ToolFailure):
             fatal = valid_text(f"{call.name}: {exc}")
-    if started:
+    if started and result.is_pending:  # no result reaches the conversation: the mark settles the call
         await _effect_finished(run, call, result)
     outcome = await after_tool(run, call, tool, result, command, resume)
     outcome.fatal = fatal
     return outcome
 
 
-async def _effect_started(run: RunState, call: ToolCall, resume: ToolCallResume | None) -> bool:
-    """The effect ledger's ``started`` mark, durable before the tool runs (one write, shielded)."""
-    if run.ledger is None:
+async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: ToolCallResume | None) -> bool:
+    """The effect ledger's ``started`` mark, durable before the tool runs (one write, shielded): a crash before
+    its result is checkpointed leaves the outcome unknown, to be asked about, never silently run again. A read-only
+    tool needs none (running it again changes nothing). The checkpoint that appends the result settles the mark."""
+    if run.ledger is None or tool.descriptor.read_only:
         return False
     decision = resume.decision_id if resume is not None else None
     record = EffectRecord(run.thread_id, call.id, run.run_id, call.name, call.arguments, decision_id=decision)
