@@ -104,8 +104,9 @@ class RunState:
         self.reasked = False  # a call a dead process left running was offered for approval again
         self.fatal: str | None = None  # the reason a tool's raised ToolError gave to end the run
         # the effect ledger settles calls a dead process left behind: nothing survives one in memory
-        durable = store is not None and not store.url.startswith("memory:")
-        self.ledger: MailboxStore | None = store.mailbox if durable else None
+        self.ledger: MailboxStore | None = (
+            store.mailbox if store is not None and not store.url.startswith("memory:") else None
+        )
         self.state = StateStore()
         self.engine = PhaseEngine(self.state)
         self.profile: ProfileAccess | None = None
