@@ -1,7 +1,7 @@
 """The runtime core: ten-turn scripted conversations with one tool call per turn, in memory and on SQLite.
 
 Figures: runs per second on one core in memory (no event sink, and with a sink that consumes every event), the same
-runs on SQLite beside the in-memory rate and beside a bare SQLite loop writing what each step writes (one aiosqlite
+runs on SQLite beside the in-memory rate and beside a bare SQLite loop writing what each step writes (one sqlite3
 transaction per step, no runtime), the SQLite transactions of one run, peak memory while one run executes, and
 memory retained per finished run (conversation, run record and state kept by the in-memory store), both from
 tracemalloc.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sqlite3
 import tempfile
 import time
 import tracemalloc
@@ -62,36 +63,33 @@ async def _rate(runtime: AgentRuntime, n: int, sink: Any = None) -> float:
     return n / (time.perf_counter() - started)
 
 
-async def _bare_sqlite(path: Path, n: int) -> float:
+def _bare_sqlite(path: Path, n: int) -> float:
     """Runs per second of a loop that only writes what a ten-step run writes: per step, in one transaction, two
     messages appended (an assistant call and its result) and the run row updated; no runtime at all."""
-    import aiosqlite
-
     body = json.dumps({"role": "assistant", "content": [{"type": "text", "text": "Step 1: looking up."}]})
-    async with aiosqlite.connect(path, isolation_level=None) as db:
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
         for pragma in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL"):
-            await db.execute(pragma)
-        await db.execute("CREATE TABLE messages (thread TEXT, seq INTEGER, body TEXT, PRIMARY KEY (thread, seq))")
-        await db.execute("CREATE TABLE runs (run TEXT PRIMARY KEY, body TEXT)")
-
-        def step(conn: Any, thread: str, i: int) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(
-                "INSERT INTO messages VALUES (?, ?, ?)", [(thread, 2 * i, body), (thread, 2 * i + 1, body)]
-            )
-            conn.execute("INSERT OR REPLACE INTO runs VALUES (?, ?)", (thread, body))
-            conn.execute("COMMIT")
-
+            db.execute(pragma)
+        db.execute("CREATE TABLE messages (thread TEXT, seq INTEGER, body TEXT, PRIMARY KEY (thread, seq))")
+        db.execute("CREATE TABLE runs (run TEXT PRIMARY KEY, body TEXT)")
         started = time.perf_counter()
         for r in range(n):
             for i in range(TURNS):
-                await db._execute(step, db._conn, f"t{r}", i)  # one hop per transaction, as the store does
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany(
+                    "INSERT INTO messages VALUES (?, ?, ?)", [(f"t{r}", 2 * i, body), (f"t{r}", 2 * i + 1, body)]
+                )
+                db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?)", (f"t{r}", body))
+                db.execute("COMMIT")
         return n / (time.perf_counter() - started)
+    finally:
+        db.close()
 
 
 async def _sqlite_figures(memory_rate: float) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
-        bare = await _bare_sqlite(Path(tmp) / "bare.db", 100)
+        bare = _bare_sqlite(Path(tmp) / "bare.db", 100)
         async with open_store(f"sqlite://{tmp}/runs.db") as store:
             runtime = _runtime(store=store)
             await _rate(runtime, 20)  # warm-up
@@ -104,7 +102,7 @@ async def _sqlite_figures(memory_rate: float) -> list[dict[str, Any]]:
         {"benchmark": bench, "metric": "runs/s on SQLite (no sink)", "value": rate, "unit": "runs/s",
          "baseline": memory_rate, "note": "baseline: the same runs in memory; goal >= 0.7x"},
         {"benchmark": bench, "metric": "runs/s on SQLite vs a bare SQLite loop", "value": rate, "unit": "runs/s",
-         "baseline": bare, "note": "baseline: one aiosqlite transaction per step writing its messages and run row"},
+         "baseline": bare, "note": "baseline: one sqlite3 transaction per step writing its messages and run row"},
         {"benchmark": bench, "metric": "SQLite transactions per run", "value": per_run, "unit": "BEGINs",
          "note": f"{TURNS} steps; goal ~1 per step"},
     ]  # fmt: skip
