@@ -1,11 +1,14 @@
 """The client a tool call talks back to: log, progress, ask the user (elicitation), ask the client's model (sampling).
 
-A host that can reach the caller puts a ``ClientChannel`` into ``ToolCallContext.services`` under ``CLIENT_CHANNEL``:
-``awaken-stdio mcp`` does for a tool an MCP client calls directly (``notifications/message`` at or above the
-client's level, ``notifications/progress``, ``elicitation/create``, ``sampling/createMessage``, each when the client
-declared it). Without one (a call inside an agent run), ``ToolCallContext`` maps what it can: log lines go to the
-log, progress becomes the tool call's progress (ACP ``tool_call_update``, MCP progress of the agent tool), and
-``elicit``/``sample`` raise a ``ToolError`` saying why.
+The surface that starts a call puts a ``ClientChannel`` into ``ToolCallContext.services`` under ``CLIENT_CHANNEL``:
+``awaken-stdio mcp`` for a tool an MCP client calls directly (``notifications/message`` at or above the client's
+level, ``notifications/progress``, ``elicitation/create``, ``sampling/createMessage``, each when the client declared
+it) and for the tools of an agent run an MCP client started (the same, but questions only in the handshake era);
+``awaken-stdio acp`` for the tools of a session's runs (a form through ACP ``elicitation/create`` when the editor
+renders forms, else a single choice as a permission question; no model to sample). ``log`` and ``progress`` return
+False where the surface has no better place for them than the runtime's own: then log lines go to the log and
+progress becomes the tool call's progress. Without a channel (a run resumed away from its client), ``elicit`` and
+``sample`` raise a ``ToolError`` saying why.
 """
 
 from __future__ import annotations
@@ -50,11 +53,17 @@ class Sampled:
 
 
 class ClientChannel(Protocol):
-    async def log(self, level: LogLevel, message: str) -> None: ...
+    async def log(self, level: LogLevel, message: str) -> bool:
+        """Send a log line to the client; False: this surface has no place for it (the log takes it)."""
+        ...
 
-    async def progress(self, done: float, total: float | None, message: str | None) -> None: ...
+    async def progress(self, done: float, total: float | None, message: str | None) -> bool:
+        """Report how far the call got; False: the tool call's own progress shows it."""
+        ...
 
-    async def elicit(self, message: str, schema: dict[str, Any]) -> Elicited: ...
+    async def elicit(self, call_id: str, message: str, schema: dict[str, Any]) -> Elicited:
+        """Ask the user for input fitting ``schema`` during call ``call_id``; a ``ToolError`` when they cannot be."""
+        ...
 
     async def sample(self, params: dict[str, Any]) -> Sampled:
         """``params``: the ``sampling/createMessage`` params (``messages``, ``maxTokens``, ``systemPrompt``...)."""

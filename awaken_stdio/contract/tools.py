@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from awaken_stdio.contract.channel import CLIENT_CHANNEL, PYTHON_LEVELS, Elicited, LogLevel, Sampled
-from awaken_stdio.contract.errors import ToolError
+from awaken_stdio.contract.errors import ToolError, ToolFailure
 from awaken_stdio.contract.messages import ContentBlock, content_from_json, content_to_json
 from awaken_stdio.contract.state import Snapshot, StateCommand, StateKey, V
 
@@ -259,32 +259,28 @@ class ToolCallContext:
         """A log line for the client that called the tool (MCP ``notifications/message`` at or above the level it
         set), else for the log."""
         channel = self.services.get(CLIENT_CHANNEL)
-        if channel is not None:
-            await channel.log(level, message)
-            return
-        logging.getLogger("awaken_stdio.tools").log(PYTHON_LEVELS[level], "%s: %s", self.tool_name, message)
+        if channel is None or not await channel.log(level, message):
+            logging.getLogger("awaken_stdio.tools").log(PYTHON_LEVELS[level], "%s: %s", self.tool_name, message)
 
     async def progress(self, done: float, total: float | None = None, message: str = "") -> None:
         """How far the call got (``done`` of ``total``): MCP progress, or the ACP tool call's progress."""
         channel = self.services.get(CLIENT_CHANNEL)
-        if channel is not None:
-            await channel.progress(done, total, message or None)
-        else:
+        if channel is None or not await channel.progress(done, total, message or None):
             await self.report_progress("running", message, progress=done, total=total)
 
     async def elicit(self, message: str, schema: dict[str, Any]) -> Elicited:
         """Ask the user for input fitting ``schema`` (a flat object of strings, numbers, booleans and enums).
 
-        Raises ``ToolError`` where no one can be asked: the client did not declare form elicitation, or the call
-        runs inside an agent run (whose approvals are the way to ask a person).
+        Raises ``ToolFailure`` (the call fails; a run goes on) where no one can be asked: the client cannot show the
+        question, or no client is attached (a run resumed away from the client that started it).
         """
         channel = self.services.get(CLIENT_CHANNEL)
         if channel is None:
-            raise ToolError(
-                f"{self.tool_name} asked the user a question (elicitation), which only a tool an MCP client calls "
-                "directly can do; inside an agent run, ask through the run's answer or an approval instead"
+            raise ToolFailure(
+                f"{self.tool_name} asked the user a question (elicitation), but no client that could ask is attached "
+                "to this call"
             )
-        result: Elicited = await channel.elicit(message, schema)
+        result: Elicited = await channel.elicit(self.call_id, message, schema)
         return result
 
     async def sample(
@@ -297,12 +293,12 @@ class ToolCallContext:
     ) -> Sampled:
         """Ask the calling client's model (MCP ``sampling/createMessage``); ``messages``: a user text, or MCP
         sampling messages (``{"role": ..., "content": {...}}``). ``params``: more of its params, e.g.
-        ``temperature``, ``modelPreferences``. Raises ``ToolError`` where no client model can be reached."""
+        ``temperature``, ``modelPreferences``. Raises ``ToolFailure`` where no client model can be reached."""
         channel = self.services.get(CLIENT_CHANNEL)
         if channel is None:
-            raise ToolError(
-                f"{self.tool_name} asked the client's model (sampling), which only a tool an MCP client calls "
-                "directly can do"
+            raise ToolFailure(
+                f"{self.tool_name} asked the client's model (sampling), but no client with a model is attached to "
+                "this call"
             )
         if isinstance(messages, str):
             messages = [{"role": "user", "content": {"type": "text", "text": messages}}]

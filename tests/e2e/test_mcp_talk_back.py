@@ -10,6 +10,8 @@ import mcp.types as types
 import pytest
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from awaken_stdio.contract.messages import text_of
+from awaken_stdio.stores import open_store
 from tests.protocols.mcp.support import connect, make_env, turn
 
 pytestmark = [pytest.mark.anyio]
@@ -86,10 +88,19 @@ async def test_a_client_that_cannot_answer_gets_an_error_result(tmp_path: Path, 
     assert result.is_error and "cannot (no form elicitation)" in result.content[0].text
 
 
-async def test_inside_an_agent_run_asking_the_user_ends_the_run(tmp_path: Path) -> None:
-    env = make_env(tmp_path, [turn("Asking.", {"name": "interview", "arguments": {"topic": "owls"}}), turn("never")])
+@pytest.mark.parametrize("mode", MODES)
+async def test_inside_an_agent_run_a_tool_asks_the_client_that_started_it(tmp_path: Path, mode: str) -> None:
+    env = make_env(tmp_path, [turn("Asking.", {"name": "interview", "arguments": {"topic": "owls"}}), turn("Done.")])
     client = Client()
-    async with connect(env, "legacy", **client.kwargs("legacy")) as session:
+    async with connect(env, mode, **client.kwargs(mode)) as session:
         result = await session.call_tool("agent_helper", {"message": "go"})
-    assert result.is_error and result.structured_content["status"] == "failed"
-    assert "elicitation" in result.structured_content["reason"] and client.asked == []
+    assert result.structured_content["status"] == "completed", result  # a question that cannot be asked fails the call
+    async with open_store(env.store) as store:
+        (run,) = (await store.list_runs()).items
+        thread = await store.load_thread(run.thread_id)
+    assert thread is not None
+    (answer,) = [text_of(m.content) for m in thread.messages if m.role == "tool"]
+    if mode == "legacy":  # asked in the middle of the run, as a directly called tool would
+        assert answer == "Ada: Short. (host-model)" and client.asked == ["Who knows about owls?"]
+    else:
+        assert "2026-07-28" in answer and client.asked == []

@@ -408,6 +408,8 @@ class AcpServer:
 
     def _services(self, session: Session) -> dict[str, Any]:
         if session.services is None:
+            from awaken_stdio.contract.channel import CLIENT_CHANNEL
+            from awaken_stdio.protocols.acp.channel import AcpChannel
             from awaken_stdio.protocols.acp.client_fs import AcpFileSystem, AcpProcessRunner
             from awaken_stdio.runtime.permission import MODE_SERVICE
             from awaken_stdio.tools.workspace import ADDITIONAL_DIRECTORIES, FILE_SYSTEM, PROCESS_RUNNER
@@ -423,6 +425,7 @@ class AcpServer:
                 )
             if self.client.terminal:
                 services[PROCESS_RUNNER] = AcpProcessRunner(self.peer, session.id)
+            services[CLIENT_CHANNEL] = AcpChannel(self.peer, session.id, forms=self.client.forms)
             session.services = services
         return session.services
 

@@ -60,6 +60,12 @@ class ClientCapabilities(_Wire):
     fs: FileSystemCapabilities = Field(default_factory=FileSystemCapabilities)
     terminal: bool = False
     session: dict[str, Any] | None = None
+    elicitation: dict[str, Any] | None = None
+
+    @property
+    def forms(self) -> bool:
+        """``elicitation.form``: the client renders a form a tool asks with (``elicitation/create``)."""
+        return isinstance((self.elicitation or {}).get("form"), dict)
 
     @property
     def boolean_config(self) -> bool:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from awaken_stdio.contract.channel import CLIENT_CHANNEL
 from awaken_stdio.contract.content import to_wire
 from awaken_stdio.contract.errors import AwakenError, InvalidResume, ThreadAlreadyRunning, ToolError
 from awaken_stdio.contract.events import (
@@ -55,6 +56,7 @@ from awaken_stdio.protocols.mcp.approvals import (
     decision_from_answer,
     elicitation_params,
 )
+from awaken_stdio.protocols.mcp.channel import InputRequired, McpChannel
 from awaken_stdio.protocols.mcp.wire import HEARTBEAT_S, LOG_LEVELS, LogLevel, Request, text_block
 from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 
@@ -214,9 +216,7 @@ class CallRunner:
         tool = self.app.runtime.tools.get(entry.target)
         if tool is None:
             raise Refusal(f"The tool {entry.name} is no longer available; list the tools again.")
-        from awaken_stdio.contract.channel import CLIENT_CHANNEL
         from awaken_stdio.contract.state import Snapshot
-        from awaken_stdio.protocols.mcp.channel import InputRequired, McpChannel
 
         talking = state is not None and state.get("k") == "tool"  # a retry with answers: permitted already
         answers = {**state.get("answers", {}), **(params.input_responses or {})} if state and talking else None
@@ -327,6 +327,7 @@ class CallRunner:
             session_id=session_id,
             origin="mcp",
             cwd=self.app.settings.cwd,
+            services={CLIENT_CHANNEL: McpChannel(self.peer, call, entry.name, in_run=True)},  # its tools talk back
         )
         try:
             return await self.app.run(activation, call.on_event)  # holds the thread: exactly once across processes

@@ -1,12 +1,14 @@
-"""``ctx.log``/``progress``/``elicit``/``sample`` of a tool an MCP client calls directly (``contract/channel.py``).
+"""``ctx.log``/``progress``/``elicit``/``sample`` of a tool an MCP client's call runs (``contract/channel.py``).
 
 Log messages go out as ``notifications/message`` at or above the level the client set (a handshake-era client that
 set none gets them all; a 2026-era one only with ``logLevel`` in the request's ``_meta``), progress as
 ``notifications/progress`` on the call's token. Elicitation and sampling are asked only of a client that declared
-them (form elicitation; sampling), else ``ToolError`` says so. In the handshake era they are requests to the client
-in the middle of the call; the 2026 era has no such requests, so the first question ends the call with an
-``InputRequiredResult`` and the client's retry, carrying the answers, runs the tool again: each question already
-answered (in order, sealed into ``requestState``) returns its answer at once, and the next one asks.
+them (form elicitation; sampling), else a ``ToolFailure`` says so (the call fails; a run goes on). In the handshake
+era they are requests to the client in the middle of the call; the 2026 era has no such requests, so the first
+question ends the call with an ``InputRequiredResult`` and the client's retry, carrying the answers, runs the tool
+again: each question already answered (in order, sealed into ``requestState``) returns its answer at once, and the
+next one asks. The tools of an agent run the call started talk back the same way, but their progress is the agent
+tool's, and in the 2026 era their questions fail (the run cannot be replayed from the start with the answers).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from awaken_stdio.contract.channel import Elicited, LogLevel, Sampled
-from awaken_stdio.contract.errors import ProviderError, ToolError
+from awaken_stdio.contract.errors import ProviderError, ToolFailure
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
 from awaken_stdio.protocols.mcp.approvals import can_elicit
 
@@ -37,33 +39,50 @@ class InputRequired(Exception):
 
 
 class McpChannel:
-    def __init__(self, peer: JsonRpcPeer, call: ToolCall, tool: str, answers: dict[str, Any] | None = None) -> None:
+    """The client of one ``tools/call``. ``in_run``: for the tools of the agent run that call started, whose progress
+    is the agent tool's own (so theirs stays theirs) and whose questions cannot be 2026-era rounds (the run cannot be
+    re-run from the start to replay the answers)."""
+
+    def __init__(
+        self,
+        peer: JsonRpcPeer,
+        call: ToolCall,
+        tool: str,
+        answers: dict[str, Any] | None = None,
+        *,
+        in_run: bool = False,
+    ) -> None:
         self.peer = peer
         self.call = call
         self.tool = tool
         self.answers = dict(answers or {})  # 2026 era: the answers of the questions asked so far, by key
+        self.in_run = in_run
         self._asked = 0
 
-    async def log(self, level: LogLevel, message: str) -> None:
+    async def log(self, level: LogLevel, message: str) -> bool:
         await self.call.log(level, message, unset="debug" if self.call.request.era == "legacy" else None)
+        return True
 
-    async def progress(self, done: float, total: float | None, message: str | None) -> None:
+    async def progress(self, done: float, total: float | None, message: str | None) -> bool:
+        if self.in_run:
+            return False
         await self.call.report(done, total, message)
+        return True
 
-    async def elicit(self, message: str, schema: dict[str, Any]) -> Elicited:
+    async def elicit(self, call_id: str, message: str, schema: dict[str, Any]) -> Elicited:
         if not can_elicit(self.call.request.client_capabilities):
-            raise ToolError(f"{self.tool} needs to ask the user, but this MCP client cannot (no form elicitation)")
+            raise ToolFailure(f"{self.tool} needs to ask the user, but this MCP client cannot (no form elicitation)")
         result = await self._ask("elicitation/create", {"message": message, "requestedSchema": schema})
         action = result.get("action")
         if action not in ("accept", "decline", "cancel"):
-            raise ToolError(f"{self.tool}: the client answered the question with an unknown action {action!r}")
+            raise ToolFailure(f"{self.tool}: the client answered the question with an unknown action {action!r}")
         content = result.get("content")
         return Elicited(action, content if isinstance(content, dict) else None)
 
     async def sample(self, params: dict[str, Any]) -> Sampled:
         capabilities = self.call.request.client_capabilities
         if not isinstance(capabilities.get("sampling"), dict):
-            raise ToolError(f"{self.tool} needs the client's model, but this MCP client offers none (no sampling)")
+            raise ToolFailure(f"{self.tool} needs the client's model, but this MCP client offers none (no sampling)")
         result = await self._ask("sampling/createMessage", params)
         content = result.get("content")
         blocks = content if isinstance(content, list) else [content]
@@ -71,6 +90,11 @@ class McpChannel:
         return Sampled(text, result.get("model"), result.get("stopReason"), result)
 
     async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.call.request.era == "modern" and self.in_run:
+            raise ToolFailure(
+                f"{self.tool} needs to ask the client ({method}) in the middle of an agent run, which the 2026-07-28 "
+                "protocol cannot do (the client can only answer at the end of a call)"
+            )
         if self.call.request.era == "modern":
             key = f"ask{self._asked}"
             self._asked += 1
@@ -81,7 +105,7 @@ class McpChannel:
         try:
             result = await self.peer.request(method, params, timeout=ASK_TIMEOUT_S)
         except JsonRpcError as exc:
-            raise ToolError(f"{self.tool}: the client did not answer {method}: {exc.message}") from None
+            raise ToolFailure(f"{self.tool}: the client did not answer {method}: {exc.message}") from None
         return result if isinstance(result, dict) else {}
 
 

@@ -61,6 +61,7 @@ AGENT_REQUESTS = {
     "terminal/wait_for_exit": "WaitForTerminalExitRequest",
     "terminal/kill": "KillTerminalRequest",
     "terminal/release": "ReleaseTerminalRequest",
+    "elicitation/create": "CreateElicitationRequest",
 }
 
 
@@ -152,6 +153,8 @@ class TestClient:
         self.files: dict[str, str] = {}  # the editor's buffers for fs/* (path -> text)
         self.calls: list[str] = []  # client methods the agent called
         self.terminals: dict[str, dict[str, Any]] = {}
+        self.forms: list[tuple[str, Any]] = []  # elicitation/create: (message, mode) asked
+        self.form_answer: Any = None  # the CreateElicitationResponse to give (None: the client has no forms)
 
     async def request_permission(self, options: Any, session_id: str, tool_call: Any, **kw: Any) -> Any:
         self.calls.append("session/request_permission")
@@ -164,7 +167,7 @@ class TestClient:
         answer = self.answers.pop(0) if self.answers else "allow_once"
         if answer == "cancelled":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        option = next(o for o in options if o.kind == answer)
+        option = next(o for o in options if o.kind == answer or f"name:{o.name}" == answer)  # a kind, or name:X
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option.option_id))
 
     async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
@@ -209,8 +212,12 @@ class TestClient:
     async def kill_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> None:
         self.calls.append("terminal/kill")
 
-    async def create_elicitation(self, **kw: Any) -> Any:
-        raise RequestError.method_not_found("elicitation/create")
+    async def create_elicitation(self, message: str, mode: Any, **kw: Any) -> Any:
+        if self.form_answer is None:
+            raise RequestError.method_not_found("elicitation/create")
+        self.calls.append("elicitation/create")
+        self.forms.append((message, mode))
+        return self.form_answer
 
     async def ext_method(self, method: str, params: Any) -> Any:
         raise RequestError.method_not_found(method)
@@ -267,6 +274,7 @@ class Harness:
         fs: bool = False,
         terminal: bool = False,
         boolean_config: bool = False,
+        forms: bool = False,
         env: dict[str, str] | None = None,
         initialize: bool = True,
     ) -> AsyncIterator[Agent]:
@@ -281,6 +289,7 @@ class Harness:
             cwd=str(self.workspace),
             transport_kwargs={"stderr": None},
             observers=[wire.observe],
+            use_unstable_protocol=forms,  # the SDK routes elicitation/create only then
         ) as (conn, process):
             agent = Agent(conn, process, client, wire, self.workspace)
             if initialize:
@@ -290,6 +299,10 @@ class Harness:
                 if boolean_config:
                     caps = ClientCapabilities.model_validate(
                         caps.model_dump(by_alias=True) | {"session": {"configOptions": {"boolean": {}}}}
+                    )
+                if forms:
+                    caps = ClientCapabilities.model_validate(
+                        caps.model_dump(by_alias=True) | {"elicitation": {"form": {}}}
                     )
                 with anyio.fail_after(20):
                     agent.init = await conn.initialize(
