@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any, TypeVar
 
-from awaken_stdio.contract.mailbox import TERMINAL_STATUSES, EffectRecord, RunDispatch
+from awaken_stdio.contract.mailbox import TERMINAL_STATUSES, EffectRecord, EffectStatus, RunDispatch
 from awaken_stdio.stores._codec import FAR
 from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op
 
@@ -145,10 +145,13 @@ class MailboxTables(MailboxTable):
 
     def settle(self, thread_id: str, call_ids: list[str], now: int) -> None:
         """``started`` entries among ``call_ids`` become ``finished`` (their results reached the conversation)."""
+        self._leave_started(thread_id, call_ids, "finished", now)
+
+    def _leave_started(self, thread_id: str, call_ids: list[str], status: EffectStatus, now: int) -> None:
         for c in call_ids:
             e = self.effects.get((thread_id, c))
             if e is not None and e.status == "started":
-                e.status, e.updated_at = "finished", now
+                e.status, e.updated_at = status, now
                 self._track(e)
                 self.dirty = True
 
@@ -158,12 +161,7 @@ class MailboxTables(MailboxTable):
         return sorted(found, key=lambda e: (e.started_at, e.call_id))
 
     async def effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None:
-        for c in call_ids:
-            e = self.effects.get((thread_id, c))
-            if e is not None and e.status == "started":
-                e.status, e.updated_at = "unknown_after_crash", now
-                self._track(e)
-                self.dirty = True
+        self._leave_started(thread_id, call_ids, "unknown_after_crash", now)
 
     # -- the file form -----------------------------------------------------------------------------------------
 
