@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import select
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .conftest import ROOT, chat_env
@@ -75,22 +77,31 @@ MCP_INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {
 
 
 def _imported_by_server(command: str, frames: list[dict], tmp_path: Path) -> str:
-    """``-X importtime`` of a server process that answered ``frames``: every module it imported."""
+    """``-X importtime`` of a server process that answered ``frames``: every module it imported. Input stays open
+    until every request is answered, as a client's does (at EOF a server gives unfinished requests only a grace)."""
     config = ROOT / "awaken_stdio" / "data" / "demo-config.toml"
-    lines = "".join(json.dumps(frame) + "\n" for frame in frames)
-    done = subprocess.run(
+    wanted = {f["id"] for f in frames if "id" in f}
+    with (tmp_path / f"{command}.err").open("w+") as err, subprocess.Popen(
         [sys.executable, "-X", "importtime", "-m", "awaken_stdio", command, "--config", str(config), *MEMORY],
-        input=lines,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=tmp_path,
-        env=chat_env(tmp_path),
-        check=False,
-    )
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert {a.get("id") for a in answers if "result" in a} >= {f["id"] for f in frames if "id" in f}, done.stdout
-    return done.stderr
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=tmp_path, env=chat_env(tmp_path),
+    ) as process:  # fmt: skip
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write("".join(json.dumps(frame) + "\n" for frame in frames))
+        process.stdin.flush()
+        answered: set[object] = set()
+        deadline = time.monotonic() + 60
+        while answered < wanted and time.monotonic() < deadline:
+            if select.select([process.stdout], [], [], 1)[0]:
+                line = process.stdout.readline()
+                assert line, f"the {command} server ended before answering: {answered} of {wanted}"
+                answer = json.loads(line)
+                if "result" in answer:
+                    answered.add(answer.get("id"))
+        process.stdin.close()
+        process.wait(timeout=30)
+        assert answered >= wanted, f"{command}: answered {answered} of {wanted} within 60 s"
+        err.seek(0)
+        return err.read()
 
 
 def test_the_servers_never_import_the_chat_libraries(tmp_path: Path) -> None:
