@@ -28,12 +28,13 @@ import anyio
 
 from awaken_stdio.app.config import LoadedConfig, validate_config
 from awaken_stdio.app.config_file import read_config_file, store_url
+from awaken_stdio.app.sessions import Sessions
 from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolResult, preview_call
 
 if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
     from awaken_stdio.contract.preview import ToolPreview
-    from awaken_stdio.contract.stores import RunRecord, Store, WaitingTicket
+    from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store, WaitingTicket
     from awaken_stdio.contract.suspension import ToolCallResume
     from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
@@ -70,6 +71,31 @@ class App:
     tool_listeners: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     # sessions open in this process: session id -> its live context (``cwd``, ``services``, ``tools``)
     session_hosts: dict[str, Callable[[], dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def sessions(self) -> Sessions:
+        """The sessions of this app's store: records with their threads (``sessions.py``)."""
+        return Sessions(self.store)
+
+    def reload(self, settings: Settings) -> None:
+        """Adopt a re-read config (ACP ``authenticate``, after a key or a config file was set since start-up): its
+        models and agents, when this app started without any."""
+        if not self.runtime.agents:
+            from awaken_stdio.app.assemble import add_agents
+
+            add_agents(self.runtime, settings.loaded)
+
+    def agent_for(self, record: SessionRecord) -> str:
+        """The agent a session's runs use: its configured agent, or a copy of it on the session's chosen model."""
+        runtime = self.runtime
+        agent_id = record.agent_id if record.agent_id in runtime.agents else runtime.default_agent_id()
+        spec = runtime.agents[agent_id]
+        if not record.model or record.model == spec.model or record.model not in runtime.models:
+            return agent_id
+        derived = f"{agent_id}@{record.model}"
+        if derived not in runtime.agents:
+            runtime.add_agent(replace(spec, id=derived, model=record.model))
+        return derived
 
     async def tools_changed(self) -> None:
         """Called when a configured MCP server's tools change: tell every listener (the MCP server's list_changed)."""

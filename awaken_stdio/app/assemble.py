@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from awaken_stdio.tools.mcp import McpServerSpec
 
 __all__ = [
+    "add_agents",
     "agent_spec",
     "assemble_runtime",
     "build_runtime",
@@ -68,7 +69,6 @@ def build_runtime(loaded: LoadedConfig, *, store: Store | None = None) -> AgentR
     for that. Without ``store`` the runtime keeps everything in memory, which a config naming a store refuses
     (``ConfigError``) rather than silently not persisting.
     """
-    from awaken_stdio.providers import create_executor
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
     from awaken_stdio.runtime.handoff import HandoffPlugin
 
@@ -78,16 +78,26 @@ def build_runtime(loaded: LoadedConfig, *, store: Store | None = None) -> AgentR
             f"{loaded.source}: [store] url is {config.store.url!r}; open it with "
             "`async with open_runtime(config) as runtime`, or pass store=await open_store(url)"
         )
-    runtime = AgentRuntime(store=store, default_agent=config.default_agent)
+    runtime = AgentRuntime(store=store)
+    add_agents(runtime, loaded)
+    handoff_targets = sorted({a for agent in config.agents.values() for a in agent.handoffs})
+    if handoff_targets:
+        runtime.add_plugin(HandoffPlugin(handoff_targets))
+    return runtime
+
+
+def add_agents(runtime: AgentRuntime, loaded: LoadedConfig) -> None:
+    """The config's models (providers load when first used) and agents, added to ``runtime``, and its default
+    agent made the runtime's."""
+    from awaken_stdio.providers import create_executor
+
+    config = loaded.config
     for model_id, model in config.models.items():
         spec = model_spec(model_id, model)
         runtime.add_model(model_id, create_executor(spec, loaded.base_dir), model.model or model_id, spec=spec)
     for agent_id, agent in config.agents.items():
         runtime.add_agent(agent_spec(agent_id, agent))
-    handoff_targets = sorted({a for agent in config.agents.values() for a in agent.handoffs})
-    if handoff_targets:
-        runtime.add_plugin(HandoffPlugin(handoff_targets))
-    return runtime
+    runtime.default_agent = config.default_agent
 
 
 @asynccontextmanager

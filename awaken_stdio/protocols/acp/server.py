@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -148,16 +147,7 @@ class AcpServer:
         problem = model_problem(settings.loaded.file)
         if problem is not None:
             raise auth_required(problem)
-        app = await self._ready()
-        if not app.runtime.agents:
-            from awaken_stdio.app.assemble import build_runtime
-
-            fresh = build_runtime(settings.loaded, store=app.store)
-            for model_id, (executor, name) in fresh.models.items():
-                app.runtime.add_model(model_id, executor, name)
-            for spec in fresh.agents.values():
-                app.runtime.add_agent(spec)
-            app.runtime.default_agent = fresh.default_agent
+        (await self._ready()).reload(settings)
         self.settings = settings
         return {}
 
@@ -165,18 +155,6 @@ class AcpServer:
 
     def _models(self) -> list[str]:
         return list(self.settings.loaded.config.models)
-
-    def _agent_for(self, app: App, record: SessionRecord) -> str:
-        """The runtime agent for the session: its configured agent, or a copy of it on the session's model."""
-        runtime = app.runtime
-        agent_id = record.agent_id if record.agent_id in runtime.agents else runtime.default_agent_id()
-        spec = runtime.agents[agent_id]
-        if not record.model or record.model == spec.model or record.model not in runtime.models:
-            return agent_id
-        derived = f"{agent_id}@{record.model}"
-        if derived not in runtime.agents:
-            runtime.add_agent(replace(spec, id=derived, model=record.model))
-        return derived
 
     def _setup_result(self, session: Session) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -195,7 +173,7 @@ class AcpServer:
         old = self.sessions.pop(record.session_id, None)
         if old is not None:
             await self._shut(app, old)
-        session = Session(record, self._agent_for(app, record))
+        session = Session(record, app.agent_for(record))
         self.sessions[record.session_id] = session
         app.session_hosts[session.id] = lambda: self._host_context(session)
         if mcp_servers:
@@ -238,12 +216,12 @@ class AcpServer:
             additional_directories=p.additional_directories,
             mcp_servers=_stored_servers(p.mcp_servers),
         )
-        await runtime.store.save_session(record)
+        await app.sessions.save(record)
         session = await self._open(app, record, p.mcp_servers)
         return {"sessionId": record.session_id, **self._setup_result(session)}
 
     async def _stored(self, app: App, session_id: str) -> SessionRecord:
-        record = await app.runtime.store.load_session(session_id)
+        record = await app.sessions.load(session_id)
         if record is None:
             raise _not_found(session_id)
         return record
@@ -257,10 +235,9 @@ class AcpServer:
             record.additional_directories = p.additional_directories
         if "mcpServers" in (params or {}):
             record.mcp_servers = _stored_servers(p.mcp_servers)
-        await app.runtime.store.save_session(record)
+        await app.sessions.save(record)
         if history:
-            loaded = await app.runtime.store.load_thread(record.thread_id)
-            for update in replay(loaded.messages if loaded else [], self._lookup(app)):
+            for update in replay(await app.sessions.history(record), self._lookup(app)):
                 await self.update(record.session_id, update)
         servers = p.mcp_servers if "mcpServers" in (params or {}) else record.mcp_servers
         session = await self._open(app, record, servers, known=True)
@@ -276,7 +253,7 @@ class AcpServer:
         p = ListSessionsParams.model_validate(params or {})
         app = await self._ready()
         try:
-            page = await app.runtime.store.list_sessions(cwd=p.cwd, limit=_LIST_PAGE, cursor=p.cursor)
+            page = await app.sessions.list(cwd=p.cwd, limit=_LIST_PAGE, cursor=p.cursor)
         except ValueError:
             raise JsonRpcError(INVALID_PARAMS, f"Invalid params: unknown cursor {p.cursor!r}") from None
         result: dict[str, Any] = {"sessions": [session_info(r) for r in page.items]}
@@ -309,10 +286,7 @@ class AcpServer:
         session = self.sessions.pop(p.session_id, None)
         if session is not None:
             await self._shut(app, session)
-        record = await app.runtime.store.load_session(p.session_id)
-        if record is not None:
-            await app.runtime.store.delete_session(p.session_id)
-            await app.runtime.store.delete_thread(record.thread_id)
+        await app.sessions.delete(p.session_id)
         return {}
 
     def _session(self, session_id: str) -> Session:
@@ -327,13 +301,13 @@ class AcpServer:
             from awaken_stdio.runtime.permission import MODE_SERVICE
 
             session.services[MODE_SERVICE] = mode  # the running turn's next gate sees it
-        await app.runtime.store.save_session(session.record)
+        await app.sessions.save(session.record)
         await self.update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
 
     async def _set_model(self, app: App, session: Session, model: str) -> None:
         session.record.model = check_choice(model, self._models(), "model")
-        session.agent_id = self._agent_for(app, session.record)
-        await app.runtime.store.save_session(session.record)
+        session.agent_id = app.agent_for(session.record)
+        await app.sessions.save(session.record)
 
     async def _config_changed(self, session: Session) -> None:
         options = config_options(session, self._models(), boolean=self.client.boolean_config)
@@ -687,7 +661,7 @@ class AcpServer:
             text = " ".join(text_of(blocks).split()) or "Untitled"
             record.title = text if len(text) <= _TITLE_CHARS else text[: _TITLE_CHARS - 1] + "…"
             info = {"sessionUpdate": "session_info_update", "title": record.title}
-        await app.runtime.store.save_session(record)
+        await app.sessions.save(record)
         if info is not None:
             await self.update(session.id, info | {"updatedAt": session_info(record)["updatedAt"]})
 
