@@ -1,7 +1,7 @@
 """Sessions as the surfaces see them: a record (working directory, agent, model, mode, MCP servers) and its thread.
 
 The protocol servers and the CLI go through here rather than the store, so a session's pieces stay together:
-deleting one takes its thread (messages, runs, state) along, and its history is its thread's messages.
+deleting one takes its thread (messages, runs, state) along; its history and runs are its thread's.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from awaken_stdio.contract.lifecycle import RunStatus
     from awaken_stdio.contract.messages import Message
-    from awaken_stdio.contract.stores import Page, SessionRecord, Store
+    from awaken_stdio.contract.stores import Page, RunRecord, SessionRecord, Store
 
 __all__ = ["Sessions"]
 
@@ -33,6 +34,12 @@ class Sessions:
     async def history(self, record: SessionRecord) -> list[Message]:
         """Every message of the session's thread, in order."""
         return await self.store.load_messages(record.thread_id)
+
+    async def runs(
+        self, record: SessionRecord, *, statuses: list[RunStatus] | None = None, limit: int = 20
+    ) -> Page[RunRecord]:
+        """The runs of the session's thread (of ``statuses``, when given), newest first."""
+        return await self.store.list_runs(thread_id=record.thread_id, statuses=statuses, limit=limit)
 
     async def delete(self, session_id: str) -> SessionRecord | None:
         """Delete the session and its thread; the deleted record, or ``None`` for an unknown session."""

@@ -23,6 +23,8 @@ async def test_a_deleted_session_takes_its_thread_along(tmp_path: Path) -> None:
         await sessions.save(record)
         assert [m.text for m in await sessions.history(record)] == ["hello", "hi"]
         assert [s.session_id for s in (await sessions.list(cwd=str(tmp_path))).items] == ["sess_1"]
+        assert [r.run_id for r in (await sessions.runs(record)).items] == [result.run_id]
+        assert (await sessions.runs(record, statuses=["waiting"])).items == []
 
         assert await sessions.delete("sess_1") == record
         assert await sessions.load("sess_1") is None

@@ -569,10 +569,9 @@ class AcpServer:
         exactly once; its updates stream into this turn. A question the run no longer needs (decided from another
         surface meanwhile) is withdrawn; a cancelled answer cancels the turn and leaves the run waiting.
         """
-        store = app.runtime.store
         lookup = self._lookup(app)
         for _ in range(_MAX_PENDING_ROUNDS):
-            page = await store.list_runs(thread_id=session.record.thread_id, statuses=["waiting"], limit=1)
+            page = await app.sessions.runs(session.record, statuses=["waiting"], limit=1)
             if not page.items:
                 return
             run = page.items[0]
@@ -681,7 +680,7 @@ class AcpServer:
             current = session.record.model
             text = "Models: " + ", ".join(f"**{m}**" if m == current else m for m in self._models())
         else:
-            page = await app.runtime.store.list_runs(thread_id=session.record.thread_id, limit=20)
+            page = await app.sessions.runs(session.record)
             text = commands.format_runs(page.items)
         await self.update(session.id, {"sessionUpdate": "agent_message_chunk", "messageId": new_id(),
                                        "content": {"type": "text", "text": text}})  # fmt: skip
