@@ -19,11 +19,16 @@ from tests.runtime.helpers import FnTool, call, make_runtime, turn
 pytestmark = pytest.mark.anyio
 
 
-def begins(store: Store) -> list[str]:
-    """The SQLite store's BEGIN statements from now on (both of its connections)."""
+async def begins(store: Store) -> list[str]:
+    """The SQLite store's BEGIN statements from now on (both of its connections, on aiosqlite's threads)."""
     seen: list[str] = []
+
+    def trace(sql: str) -> None:
+        if sql.startswith("BEGIN"):
+            seen.append(sql)
+
     for db in (store._writer, store._reader):  # type: ignore[attr-defined]
-        db.set_trace_callback(lambda sql: seen.append(sql) if sql.startswith("BEGIN") else None)
+        await db._execute(db._conn.set_trace_callback, trace)
     return seen
 
 
@@ -67,7 +72,7 @@ async def test_a_ten_step_run_writes_one_transaction_a_step(tmp_path: Path) -> N
     turns = [turn(f"step {i}", call("read", {"i": i})) for i in range(9)] + [turn("done")]
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         runtime = make_runtime(turns, tools=[reader], store=store, max_rounds=20)
-        seen = begins(store)
+        seen = await begins(store)
         result = await runtime.run("go")
         assert result.steps == 10 and len(seen) == 10  # nine step checkpoints, the last step's with the end
 

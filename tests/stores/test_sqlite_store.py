@@ -86,26 +86,6 @@ async def test_an_empty_file_becomes_a_database(tmp_path: Path) -> None:
         await store.checkpoint(checkpoint("t1", 0))
 
 
-async def test_an_uncontended_transaction_runs_on_the_event_loop_and_a_locked_one_waits_on_a_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No hop to a thread and back when nothing holds the lock: it cost as much as the transaction itself."""
-    path = tmp_path / "awaken.db"
-    patient: list[int] = []
-    wait = sqlite._patiently  # pyright: ignore[reportPrivateUsage]
-    monkeypatch.setattr(sqlite, "_patiently", lambda *a: patient.append(threading.get_ident()) or wait(*a))
-    async with open_store(f"sqlite://{path}") as store:
-        await store.checkpoint(checkpoint("t1", 0))
-        assert len(await store.load_messages("t1")) == 1 and patient == []
-        locked = threading.Event()
-        holder = threading.Thread(target=hold_write_lock, args=(path, 0.2, locked))
-        holder.start()
-        locked.wait()
-        await store.checkpoint(checkpoint("t1", 1))
-        holder.join()
-        assert len(patient) == 1 and patient[0] != threading.get_ident()
-
-
 async def test_a_writer_of_another_process_is_waited_out(tmp_path: Path) -> None:
     path = tmp_path / "awaken.db"
     async with open_store(f"sqlite://{path}") as store:
