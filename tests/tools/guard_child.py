@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 
 from awaken_stdio.tools.mcp import McpServerSpec, open_mcp_toolsets
-from awaken_stdio.tools.workspace import LocalProcessRunner
+from awaken_stdio.tools.runner import LocalProcessRunner
 
 
 def say(text: str) -> None:

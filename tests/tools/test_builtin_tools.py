@@ -28,16 +28,9 @@ from awaken_stdio.tools.builtin import (
 from awaken_stdio.tools.builtin.command import COMMAND_MAX_OUTPUT_CHARS
 from awaken_stdio.tools.builtin.files import LIST_MAX_ENTRIES, READ_MAX_CHARS, READ_MAX_LINE_CHARS
 from awaken_stdio.tools.builtin.search import FIND_MAX_RESULTS, SEARCH_MAX_LINE_CHARS, SEARCH_MAX_MATCHES
-from awaken_stdio.tools.workspace import (
-    ADDITIONAL_DIRECTORIES,
-    FILE_SYSTEM,
-    PROCESS_RUNNER,
-    DirEntry,
-    LocalFileSystem,
-    OutputCallback,
-    ProcessResult,
-    TextWindow,
-)
+from awaken_stdio.tools.local_fs import DirEntry, LocalFileSystem, TextWindow
+from awaken_stdio.tools.runner import OutputCallback, ProcessResult
+from awaken_stdio.tools.workspace import ADDITIONAL_DIRECTORIES, FILE_SYSTEM, PROCESS_RUNNER
 
 pytestmark = pytest.mark.anyio
 

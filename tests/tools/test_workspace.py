@@ -13,16 +13,15 @@ import pytest
 from awaken_stdio.contract.errors import ToolError
 from awaken_stdio.contract.state import Snapshot
 from awaken_stdio.contract.tools import ToolCallContext
-from awaken_stdio.tools import workspace
+from awaken_stdio.tools import local_fs
+from awaken_stdio.tools.local_fs import LocalFileSystem, compile_glob
+from awaken_stdio.tools.runner import LocalProcessRunner
 from awaken_stdio.tools.workspace import (
     ADDITIONAL_DIRECTORIES,
     FILE_SYSTEM,
     PROCESS_RUNNER,
     WORKSPACE,
-    LocalFileSystem,
-    LocalProcessRunner,
     Workspace,
-    compile_glob,
     get_file_system,
     get_process_runner,
     get_workspace,
@@ -347,7 +346,7 @@ async def test_without_dir_fd_the_checks_are_made_by_name(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fallback of platforms without ``dir_fd`` (Windows): same results, links still refused."""
-    monkeypatch.setattr(workspace, "_AT", False)
+    monkeypatch.setattr(local_fs, "_AT", False)
     fs = LocalFileSystem()
     await fs.write_text(root / "a" / "b.txt", "x\ny\n")
     assert (await fs.read_text(root / "a" / "b.txt", line=2)).text == "y\n"

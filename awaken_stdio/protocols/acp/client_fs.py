@@ -18,14 +18,8 @@ import anyio
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.protocols.acp.codes import RESOURCE_NOT_FOUND
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
-from awaken_stdio.tools.workspace import (
-    LocalFileSystem,
-    OutputCallback,
-    ProcessResult,
-    ProcessRunner,
-    TextWindow,
-    default_shell,
-)
+from awaken_stdio.tools.local_fs import LocalFileSystem, TextWindow
+from awaken_stdio.tools.runner import OutputCallback, ProcessResult, ProcessRunner, default_shell
 
 __all__ = ["AcpFileSystem", "AcpProcessRunner"]
 

@@ -3,7 +3,7 @@
 - Files: ``file://`` URIs of the regular files under ``--cwd`` (``.gitignore`` and the usual build directories left
   out, as ``find_files`` does), read-only and confined exactly as the file tools are: the path is resolved and
   checked against the workspace, then opened a component at a time without following a link
-  (``tools/workspace.py``). UTF-8 contents come back as ``text``, anything else as a base64 ``blob``; the mime type
+  (``tools/local_fs.py``). UTF-8 contents come back as ``text``, anything else as a base64 ``blob``; the mime type
   is guessed from the name. Listed, and a template (``file://<cwd>/{+path}``) whose ``path`` completes.
 - ``awaken://sessions/{id}``: a session's transcript (an ACP session id, or the ``thread_id`` an MCP agent result
   names), and ``awaken://runs/{id}``: a run's record (status, pending approvals, response), both JSON. Templates
@@ -35,7 +35,8 @@ import anyio.to_thread
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.messages import message_to_json
 from awaken_stdio.protocols.mcp.catalog import decode_cursor, encode_cursor
-from awaken_stdio.tools.workspace import LocalFileSystem, Workspace, _open_file
+from awaken_stdio.tools.local_fs import LocalFileSystem, _open_file
+from awaken_stdio.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from awaken_stdio.app.config import McpResourceConfig

@@ -19,7 +19,8 @@ from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import CancelToken, ToolCallContext, ToolResult
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool
-from awaken_stdio.tools.workspace import ProcessResult, ProcessRunner, get_process_runner, get_workspace
+from awaken_stdio.tools.runner import ProcessResult, ProcessRunner
+from awaken_stdio.tools.workspace import get_process_runner, get_workspace
 
 __all__ = [
     "COMMAND_DEFAULT_TIMEOUT_S",

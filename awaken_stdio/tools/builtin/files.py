@@ -20,7 +20,8 @@ from awaken_stdio.contract.preview import FileChange, ToolPreview
 from awaken_stdio.contract.tools import ToolCallContext, ToolResult
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool
-from awaken_stdio.tools.workspace import FileSystem, get_file_system, get_workspace
+from awaken_stdio.tools.local_fs import FileSystem
+from awaken_stdio.tools.workspace import get_file_system, get_workspace
 
 __all__ = [
     "LIST_MAX_ENTRIES",

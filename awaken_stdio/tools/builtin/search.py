@@ -15,7 +15,8 @@ from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.tools import ToolCallContext, ToolResult
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool
-from awaken_stdio.tools.workspace import compile_glob, get_file_system, get_workspace
+from awaken_stdio.tools.local_fs import compile_glob
+from awaken_stdio.tools.workspace import get_file_system, get_workspace
 
 __all__ = ["FIND_MAX_RESULTS", "SEARCH_MAX_LINE_CHARS", "SEARCH_MAX_MATCHES", "find_files", "search"]
 
