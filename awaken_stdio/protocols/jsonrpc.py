@@ -31,17 +31,35 @@ Choices worth knowing:
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeAlias, TypeGuard
+from typing import Any, TypeAlias
 
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from awaken_stdio.protocols.jsonrpc_wire import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_TIMEOUT,
+    ConnectionClosedError,
+    JsonRpcError,
+    RequestId,
+    RequestTimeoutError,
+    decode_line,
+    encode_frame,
+    error_to_wire,
+    one_line,
+    valid_id,
+)
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -66,26 +84,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-# Local conditions, never written by this peer (the MCP SDK uses the same two numbers).
-CONNECTION_CLOSED = -32000
-REQUEST_TIMEOUT = -32001
-
 DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
 
-_MESSAGES = {
-    PARSE_ERROR: "Parse error",
-    INVALID_REQUEST: "Invalid Request",
-    METHOD_NOT_FOUND: "Method not found",
-    INVALID_PARAMS: "Invalid params",
-    INTERNAL_ERROR: "Internal error",
-    CONNECTION_CLOSED: "Connection closed",
-    REQUEST_TIMEOUT: "Request timed out",
-}
 _READ_CHUNK = 64 * 1024
 _OUTBOX_SIZE = 1024  # lines queued for the writer before notify() waits
 MAX_OUTPUT_BACKLOG = 8 * 1024 * 1024  # bytes of output not yet written before reading pauses (back-pressure)
@@ -93,45 +93,9 @@ MAX_IN_FLIGHT = 1024  # requests being handled before reading pauses
 _NOTIFICATION_QUEUE = 1024  # notifications queued before reading waits
 _MAX_WRITE_BATCH = 1024 * 1024  # bytes joined into one write
 _PARENT_POLL_S = 0.5
-_MESSAGE_LIMIT = 300  # characters of an exception text kept in a single-line error message
-
-RequestId: TypeAlias = int | str
 Params: TypeAlias = dict[str, Any] | list[Any] | None
 RequestHandler: TypeAlias = Callable[[Params, "RequestContext"], Awaitable[Any]]
 NotificationHandler: TypeAlias = Callable[[Params, "RequestContext"], Awaitable[None]]
-
-
-class JsonRpcError(Exception):
-    """A JSON-RPC error: raised by handlers to answer with it, and by ``request()`` when the other side answers so.
-
-    The message is collapsed to one non-empty line (clients show it as is; ACP-ERROR-001); details go in ``data``.
-    """
-
-    def __init__(self, code: int, message: str = "", data: Any = None) -> None:
-        self.code = code
-        self.message = " ".join(str(message).split()) or _MESSAGES.get(code, "Error")
-        self.data = data
-        super().__init__(self.message)
-
-    def to_wire(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
-
-
-class ConnectionClosedError(JsonRpcError):
-    """The connection closed: an outbound request will never be answered, or nothing more can be sent."""
-
-    def __init__(self, message: str = "connection closed") -> None:
-        super().__init__(CONNECTION_CLOSED, message)
-
-
-class RequestTimeoutError(JsonRpcError):
-    """The other side did not answer an outbound request in time."""
-
-    def __init__(self, method: str, timeout: float) -> None:
-        super().__init__(REQUEST_TIMEOUT, f"no answer to {method} within {timeout:g} s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,79 +105,6 @@ class RequestContext:
     peer: JsonRpcPeer
     method: str
     request_id: RequestId | None
-
-
-def error_to_wire(exc: BaseException) -> dict[str, Any]:
-    """The single exception-to-wire boundary: the JSON-RPC ``error`` object for what a handler raised.
-
-    ``JsonRpcError`` keeps its code; a pydantic ``ValidationError`` (recognised by name, so pydantic is never
-    imported here) becomes -32602 with field locations and messages but no pydantic URLs or input echo; anything
-    else is -32603 with a one-line message, ``data {type, message}``, and its traceback in the log.
-    """
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]  # a task group inside a handler wraps a single failure
-    if isinstance(exc, JsonRpcError):
-        return exc.to_wire()
-    if _is_validation_error(exc):
-        return _invalid_params(exc)
-    logger.error("request handler failed", exc_info=exc)
-    text = str(exc)
-    first = _one_line(text.strip().splitlines()[0] if text.strip() else type(exc).__name__)
-    return {
-        "code": INTERNAL_ERROR,
-        "message": f"Internal error: {first}",
-        "data": {"type": type(exc).__name__, "message": text},
-    }
-
-
-def _is_validation_error(exc: BaseException) -> bool:
-    cls = type(exc)
-    return (
-        cls.__name__ == "ValidationError"
-        and cls.__module__.startswith("pydantic")
-        and callable(getattr(exc, "errors", None))
-    )
-
-
-def _invalid_params(exc: Any) -> dict[str, Any]:
-    errors = [
-        {"loc": list(err.get("loc", ())), "msg": str(err.get("msg", ""))}
-        for err in exc.errors(include_url=False, include_context=False, include_input=False)
-    ]
-    message = "Invalid params"
-    if errors:
-        first = errors[0]
-        where = ".".join(str(part) for part in first["loc"])
-        message += f": {where + ': ' if where else ''}{first['msg']}"
-        if len(errors) > 1:
-            message += f" (+{len(errors) - 1} more)"
-    return {"code": INVALID_PARAMS, "message": _one_line(message), "data": {"errors": errors}}
-
-
-def _one_line(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 1] + "…"
-
-
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-_decoder = json.JSONDecoder(parse_constant=_reject_constant)
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-_ascii_encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
-
-
-def _encode(frame: dict[str, Any]) -> bytes:
-    """One wire line. ``json`` escapes newlines inside strings, so a frame is always exactly one line."""
-    try:
-        return (_encoder.encode(frame) + "\n").encode()
-    except UnicodeEncodeError:  # a lone surrogate: the ASCII form escapes it and stays valid JSON
-        return (_ascii_encoder.encode(frame) + "\n").encode()
-
-
-def _valid_id(value: object) -> TypeGuard[RequestId]:
-    return type(value) is int or type(value) is str  # not bool, float or null
 
 
 class _Pending:
@@ -320,7 +211,7 @@ class JsonRpcPeer:
             frame["params"] = params
         pending = self._pending[request_id] = _Pending()
         try:
-            await self._send(_encode(frame))
+            await self._send(encode_frame(frame))
             with anyio.fail_after(timeout):
                 await pending.event.wait()
         except TimeoutError:
@@ -345,7 +236,7 @@ class JsonRpcPeer:
         frame: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             frame["params"] = params
-        await self._send(_encode(frame))
+        await self._send(encode_frame(frame))
 
     def cancel_request(self, request_id: RequestId) -> bool:
         """Cancel the handler of an inbound request; it sends no response (MCP ``notifications/cancelled``).
@@ -511,7 +402,7 @@ class JsonRpcPeer:
 
     async def _reply_error(self, request_id: RequestId | None, code: int, message: str, data: Any = None) -> None:
         await self._send(
-            _encode({"jsonrpc": "2.0", "id": request_id, "error": JsonRpcError(code, message, data).to_wire()})
+            encode_frame({"jsonrpc": "2.0", "id": request_id, "error": JsonRpcError(code, message, data).to_wire()})
         )
 
     # -- reading ---------------------------------------------------------------------------------------------
@@ -574,16 +465,16 @@ class JsonRpcPeer:
         if not line or line.isspace():
             return
         try:
-            message = _decoder.decode(line.decode())
+            message = decode_line(line.decode())
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            await self._reply_error(None, PARSE_ERROR, f"Parse error: {_one_line(str(exc))}")
+            await self._reply_error(None, PARSE_ERROR, f"Parse error: {one_line(str(exc))}")
             return
         if type(message) is not dict:
             what = "batches are not supported" if type(message) is list else "a message must be a JSON object"
             await self._reply_error(None, INVALID_REQUEST, f"Invalid Request: {what}")
             return
         request_id = message.get("id")
-        echo = request_id if _valid_id(request_id) else None
+        echo = request_id if valid_id(request_id) else None
         if "method" not in message and ("result" in message or "error" in message):
             self._handle_response(message)
             return
@@ -617,7 +508,7 @@ class JsonRpcPeer:
         else:
             handler = self._methods.get(method)
             if handler is None:
-                await self._reply_error(request_id, METHOD_NOT_FOUND, f"Method not found: {_one_line(method)}")
+                await self._reply_error(request_id, METHOD_NOT_FOUND, f"Method not found: {one_line(method)}")
                 return
             scope = self._inbound[echo] = anyio.CancelScope()  # before the task runs: cancellable at once
             self._active += 1
@@ -626,7 +517,7 @@ class JsonRpcPeer:
 
     def _handle_response(self, message: dict[str, Any]) -> None:
         request_id = message.get("id")
-        pending = self._pending.pop(request_id, None) if _valid_id(request_id) else None
+        pending = self._pending.pop(request_id, None) if valid_id(request_id) else None
         if pending is None:
             if request_id is None and "error" in message:
                 logger.warning("the other side could not read one of our messages: %r", message["error"])
@@ -653,16 +544,16 @@ class JsonRpcPeer:
                 try:
                     result = await handler(params, RequestContext(self, method, request_id))
                 except Exception as exc:
-                    data = _encode({"jsonrpc": "2.0", "id": request_id, "error": error_to_wire(exc)})
+                    data = encode_frame({"jsonrpc": "2.0", "id": request_id, "error": error_to_wire(exc)})
                 else:
                     try:
-                        data = _encode({"jsonrpc": "2.0", "id": request_id, "result": result})
+                        data = encode_frame({"jsonrpc": "2.0", "id": request_id, "result": result})
                     except (TypeError, ValueError) as exc:  # not JSON, NaN, or a cycle
                         logger.error("the result of %s is not JSON: %s", method, exc)
                         error = JsonRpcError(
                             INTERNAL_ERROR, "Internal error: the result is not JSON", {"message": str(exc)}
                         )
-                        data = _encode({"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()})
+                        data = encode_frame({"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()})
                 if scope.cancel_called or not self._accepting:
                     return  # cancelled by the other side or at shutdown: no answer, never two
                 try:
