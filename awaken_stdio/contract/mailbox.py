@@ -15,9 +15,12 @@ runs a thread, which is what makes a decision resume a run exactly once. Status 
 ``acked`` means "handled", not "succeeded": the business outcome lives on the run record and in the projection
 fields. Every write validates the row (:meth:`RunDispatch.validate`); a row that breaks an invariant is refused.
 
-The effect ledger records each tool call ``started`` before the tool runs and ``finished`` (with its result) after,
-so a call that was running when a process died is never silently re-run: it is found ``started`` and marked
-``unknown_after_crash``, and the person is asked again. All times are unix milliseconds.
+The effect ledger records a tool call ``started`` before the tool runs, on a durable store and for tools that change
+something (read-only tools, and ``memory://`` where no crash survives, get no entry). It is settled ``finished`` in
+the same transaction as the checkpoint that records the call's result (a pending result, which never reaches the
+conversation, settles it on its own). So a call whose process died before its result was checkpointed is never
+silently re-run: it is found ``started`` and marked ``unknown_after_crash``, and the person is asked again. All
+times are unix milliseconds.
 """
 
 from __future__ import annotations
@@ -237,8 +240,8 @@ class InterruptResult:
 
 @dataclass(slots=True)
 class EffectRecord:
-    """One tool call in the effect ledger, keyed by (thread, call). ``result`` is the finished call's
-    ``ToolResult`` JSON, so a call that finished before a crash is reported, not re-run."""
+    """One tool call in the effect ledger, keyed by (thread, call). ``result``: the ``ToolResult`` JSON of a call
+    settled on its own (a pending one), reported after a crash rather than asked about again."""
 
     thread_id: str
     call_id: str
