@@ -1,0 +1,336 @@
+"""Prompt turns of an ACP session: the run through the mailbox, its events as updates, the approvals it waits for.
+
+A turn first re-offers the approvals an earlier process (or a run before ``session/load``) left waiting, then runs
+a slash command or the prompt. A run that suspends is asked about once the mailbox holds it waiting, beside it, so
+a decision from another surface (the CLI, an MCP client) reaches it meanwhile and withdraws the open question.
+What the turn needs of its connection (the peer, updates, the editor's services, slash commands) is ``TurnHost``,
+which ``AcpServer`` is; this module never imports the server.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+
+from awaken_stdio.contract.errors import InvalidResume
+from awaken_stdio.contract.events import AgentEvent, RunFinish, ToolCallDone
+from awaken_stdio.contract.ids import new_id, now_ms
+from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.protocols.acp import commands
+from awaken_stdio.protocols.acp.encoder import DescriptorLookup, TurnEncoder, stop_reason, tool_call
+from awaken_stdio.protocols.acp.permissions import Question, ask_permission
+from awaken_stdio.protocols.acp.sessions import Ask, Session, Turn, session_info
+from awaken_stdio.protocols.jsonrpc import INTERNAL_ERROR, JsonRpcError, JsonRpcPeer
+
+if TYPE_CHECKING:
+    from awaken_stdio.app.app import App
+    from awaken_stdio.contract.messages import Message
+    from awaken_stdio.contract.tools import ToolDescriptor
+    from awaken_stdio.runtime.activation import RunActivation
+
+__all__ = ["TurnHost", "Turns", "descriptors"]
+
+log = logging.getLogger(__name__)
+
+_TITLE_CHARS = 60
+_MAX_PENDING_ROUNDS = 16  # a resumed run that keeps asking: stop re-offering after this many rounds
+_WATCH_S = 0.25  # how often a re-offered question checks whether its run was decided elsewhere
+
+
+class TurnHost(Protocol):
+    """What a turn needs of its connection."""
+
+    peer: JsonRpcPeer
+
+    async def update(self, session_id: str, update: dict[str, Any]) -> None:
+        """Send one ``session/update``."""
+        ...
+
+    def host_context(self, session: Session) -> dict[str, Any]:
+        """The session's working directory, editor services and MCP tools, as a run gets them."""
+        ...
+
+    async def command(self, app: App, session: Session, name: str, argument: str) -> None:
+        """Answer a slash command."""
+        ...
+
+
+def descriptors(app: App) -> DescriptorLookup:
+    """Tool name -> its descriptor in the app's runtime (how a call is shown), ``None`` for one it does not know."""
+    tools = app.runtime.tools
+
+    def lookup(name: str) -> ToolDescriptor | None:
+        tool = tools.get(name)
+        return tool.descriptor if tool is not None else None
+
+    return lookup
+
+
+class Turns:
+    """The prompt turns of one connection's sessions: one at a time per session, each cancellable."""
+
+    def __init__(self, host: TurnHost) -> None:
+        self.host = host
+
+    async def answer(self, app: App, session: Session, blocks: list[Any]) -> str:
+        """Take the prompt once the session's previous turn is over; the stop reason."""
+        epoch = session.cancel_epoch
+        async with session.lock:  # a second prompt waits for the first: turns never interleave
+            if session.cancel_epoch != epoch:
+                return "cancelled"
+            turn = session.turn = Turn()
+            try:
+                return await self._turn(app, session, turn, blocks)
+            finally:
+                session.turn = None
+
+    async def _turn(self, app: App, session: Session, turn: Turn, blocks: list[Any]) -> str:
+        failure: Exception | None = None
+        reason = "end_turn"
+        async with anyio.create_task_group() as tasks:  # the questions asked while a run of this turn waits
+            turn.tasks = tasks
+            try:
+                reason = await self._turn_steps(app, session, turn, blocks)
+            except Exception as exc:
+                failure = exc
+            finally:
+                if turn.ask is not None:  # the turn is over: no question about its runs stays open
+                    turn.ask.withdraw("The run ended before this was answered.", failed=True)
+        if failure is not None:
+            if turn.cancelled:
+                return "cancelled"
+            raise _turn_error(failure) from failure
+        return reason
+
+    async def _turn_steps(self, app: App, session: Session, turn: Turn, blocks: list[Any]) -> str:
+        with turn.scope:
+            await self._offer_pending(app, session, turn)
+        if turn.cancelled:
+            return "cancelled"
+        command = commands.parse_command(blocks)
+        if command is not None:
+            await self.host.command(app, session, *command)
+            return "end_turn"
+        from awaken_stdio.contract.messages import Message
+
+        turn.run_id = new_id()
+        activation = self._context(session, [Message.user(blocks)], run_id=turn.run_id)
+        # through the mailbox: the run holds its thread's claim, so a decision from any surface of any process (the
+        # CLI, an MCP client) resumes it here, exactly once; a run of this thread resumed elsewhere (after a restart,
+        # by such a decision) is waited for, as a second prompt waits for the first
+        result = await app.run(
+            activation, self._sink(app, session, turn), lambda: turn.cancelled, self._asker(app, session, turn)
+        )
+        if result.termination.type == "error" and not turn.cancelled:  # a fatal tool error ended the run
+            reason = result.status_reason or "the run failed"
+            data = {"type": "RunFailed", "message": reason, "runId": result.run_id}
+            raise JsonRpcError(INTERNAL_ERROR, f"Internal error: {reason}", data)
+        await self._after_turn(app, session, blocks)
+        return "cancelled" if turn.cancelled else stop_reason(result.termination)
+
+    def _sink(self, app: App, session: Session, turn: Turn) -> Callable[[AgentEvent], Awaitable[None]]:
+        """Events to updates. A run that suspends leaves its calls in ``turn.to_ask``: they are asked about once the
+        mailbox holds the run waiting (``_asker``), so a decision from another surface reaches it meanwhile; the
+        run's next event withdraws an open question (someone else decided)."""
+        runtime = app.runtime
+        model = runtime.models.get(runtime.agents[session.agent_id].model)
+        window = model[0].capabilities(model[1]).context_window if model else 0
+        encoder = TurnEncoder(descriptors(app), window, show_thoughts=session.show_thoughts)
+        suspended: list[Question] = []
+        notify = self.host.peer.notify  # not host.update: this runs per event, one coroutine frame fewer per update
+        session_id = session.id
+
+        async def sink(event: AgentEvent) -> None:
+            if turn.ask is not None and not turn.ask.answered:
+                turn.ask.withdraw("Decided outside this editor.")  # the run moved on: someone else decided
+            for update in encoder.encode(event):
+                await notify("session/update", {"sessionId": session_id, "update": update})
+            if type(event) is ToolCallDone and event.outcome == "suspended":
+                name, args = encoder.call(event.id) or (event.result.tool_name, None)
+                result = event.result
+                unknown = (result.message or "") if result.metadata.get("unknown_after_crash") else None
+                preview = result.suspension.suspension.preview if result.suspension else None
+                suspended.append(Question(event.id, name, args, unknown, preview))
+            elif type(event) is RunFinish and event.termination.type == "suspended" and suspended:
+                turn.to_ask = (event.run_id, list(suspended))
+                suspended.clear()
+
+        return sink
+
+    def _asker(self, app: App, session: Session, turn: Turn) -> Callable[[], Awaitable[None]]:
+        """What the mailbox calls when a run of this turn waits for a decision: ask about its calls, beside it."""
+
+        async def ask_now() -> None:
+            if turn.to_ask is None:
+                return
+            (run_id, calls), turn.to_ask = turn.to_ask, None
+            turn.ask = ask = Ask(run_id, [c.call_id for c in calls])
+            assert turn.tasks is not None
+            turn.tasks.start_soon(self._ask_live, app, session, turn, ask, calls, descriptors(app))
+
+        return ask_now
+
+    async def _ask_live(
+        self, app: App, session: Session, turn: Turn, ask: Ask, calls: list[Question], lookup: DescriptorLookup
+    ) -> None:
+        """Ask about a run waiting in this process; the answer goes to the mailbox, which hands it to the run.
+
+        A dismissed question cancels the run, unless a decision recorded elsewhere got there first: then that
+        decision stands and the turn goes on.
+        """
+        try:
+            decisions = await self._ask(session, turn, ask, calls, lookup)
+            if ask.withdrawn:
+                return
+            with anyio.CancelScope(shield=True):
+                if decisions is not None:
+                    await app.decide(ask.run_id, decisions, origin="acp")
+                elif await app.dismiss(ask.run_id):
+                    turn.cancelled = True
+        except InvalidResume as exc:  # another surface decided first: its decision stands
+            await self._tell_calls(session, ask.call_ids, str(exc))
+        except Exception:
+            log.exception("session %s: asking about run %s failed", session.id, ask.run_id)
+
+    async def _ask(
+        self, session: Session, turn: Turn, ask: Ask, calls: list[Question], lookup: DescriptorLookup
+    ) -> list[tuple[str, ToolCallResume]] | None:
+        """``_ask_all`` until ``ask`` is withdrawn; a withdrawn question is told in its calls and gives ``None``."""
+        with ask.scope:
+            decisions = await self._ask_all(session, turn, calls, lookup)
+            ask.answered = True
+            return decisions
+        if ask.note:
+            await self._tell_calls(session, ask.call_ids, ask.note, failed=ask.failed)
+        return None
+
+    async def _tell_calls(self, session: Session, call_ids: list[str], text: str, *, failed: bool = False) -> None:
+        for call_id in call_ids:
+            content = [{"type": "content", "content": {"type": "text", "text": text}}]
+            update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "content": content}
+            if failed:
+                update["status"] = "failed"
+            await self.host.update(session.id, update)
+
+    async def _ask_all(
+        self, session: Session, turn: Turn, calls: list[Question], lookup: DescriptorLookup
+    ) -> list[tuple[str, ToolCallResume]] | None:
+        """Ask about each call in order; ``None`` when the person cancelled (the turn is then cancelled)."""
+        decisions: list[tuple[str, ToolCallResume]] = []
+        for question in calls:
+            decision = await ask_permission(self.host.peer, session.id, question, lookup(question.tool_name))
+            if decision is None or turn.cancelled:
+                return None
+            decisions.append((question.call_id, decision))
+            if decision.action == "resume":
+                await self.host.update(session.id, {"sessionUpdate": "tool_call_update", "toolCallId": question.call_id,
+                                               "status": "in_progress"})  # fmt: skip
+        return decisions
+
+    async def _offer_pending(self, app: App, session: Session, turn: Turn) -> None:
+        """Approvals an earlier process (or a run before ``session/load``) left waiting are asked again first.
+
+        Each waiting run of the session's thread gets its decisions through ``App.decide``, which resumes it
+        exactly once; its updates stream into this turn. A question the run no longer needs (decided from another
+        surface meanwhile) is withdrawn; a cancelled answer cancels the turn and leaves the run waiting.
+        """
+        lookup = descriptors(app)
+        for _ in range(_MAX_PENDING_ROUNDS):
+            page = await app.sessions.runs(session.record, statuses=["waiting"], limit=1)
+            if not page.items:
+                return
+            run = page.items[0]
+            tickets = run.waiting.tickets if run.waiting else ()
+            for ticket in tickets:  # the client may never have seen these calls (a restart, a load)
+                await self.host.update(session.id, tool_call(ticket.tool_call_id, ticket.tool_name, ticket.arguments,
+                                                        lookup(ticket.tool_name)))  # fmt: skip
+            host = self.host.host_context(session)  # the file as it is now, through this editor
+            calls = [Question.of(t, await app.preview(run, t, host)) for t in tickets]
+            ask = Ask(run.run_id, [t.tool_call_id for t in tickets])
+            decisions: list[tuple[str, ToolCallResume]] | None = None
+            async with anyio.create_task_group() as watch:
+                watch.start_soon(self._watch_waiting, app, ask)
+                decisions = await self._ask(session, turn, ask, calls, lookup)
+                watch.cancel_scope.cancel()
+            if ask.withdrawn:
+                continue  # decided elsewhere: the next waiting run, if any
+            if decisions is None:
+                turn.cancelled = True
+                return
+            try:
+                sink, context = self._sink(app, session, turn), self._context(session, [])
+                await app.decide(run.run_id, decisions, sink, context, "acp", self._asker(app, session, turn))
+            except InvalidResume as exc:  # decided elsewhere between the answer and now: that decision stands
+                await self._tell_calls(session, ask.call_ids, str(exc))
+            except Exception as exc:
+                if turn.cancelled:
+                    return
+                raise _turn_error(exc) from exc
+            if turn.cancelled:
+                return
+
+    async def _watch_waiting(self, app: App, ask: Ask) -> None:
+        """Withdraw ``ask`` once its run (held by nobody here) stops waiting: decided or ended from elsewhere."""
+        while True:
+            await anyio.sleep(_WATCH_S)
+            record = await app.store.load_run(ask.run_id)
+            if record is None or record.status != "waiting":
+                ended = record is None or record.status == "done"
+                ask.withdraw("Decided outside this editor." if not ended else "The run ended outside this editor.")
+                return
+
+    async def cancel(self, app: App, session: Session, turn: Turn) -> None:
+        turn.cancelled = True
+        turn.scope.cancel()
+        if turn.ask is not None:
+            turn.ask.withdraw()
+        if not await app.runtime.cancel(session.record.thread_id) and turn.run_id is not None:
+            try:  # not running here right now: it waits for a decision, held by the mailbox
+                await app.cancel(turn.run_id)
+            except InvalidResume:
+                pass  # it never started, or already finished
+
+    def _context(self, session: Session, messages: list[Message], **fields: Any) -> RunActivation:
+        """An activation carrying the session's agent, working directory, editor services and MCP tools."""
+        from awaken_stdio.runtime.activation import RunActivation
+
+        return RunActivation(
+            messages,
+            thread_id=session.record.thread_id,
+            agent_id=session.agent_id,
+            session_id=session.id,
+            origin="acp",
+            wait_for_decisions=True,
+            **self.host.host_context(session),
+            **fields,
+        )
+
+    async def _after_turn(self, app: App, session: Session, blocks: list[Any]) -> None:
+        """Touch the session (it sorts first in ``session/list``) and give it a title after the first exchange."""
+        record = session.record
+        record.updated_at = now_ms()
+        info: dict[str, Any] | None = None
+        if not record.title:
+            from awaken_stdio.contract.messages import text_of
+
+            text = " ".join(text_of(blocks).split()) or "Untitled"
+            record.title = text if len(text) <= _TITLE_CHARS else text[: _TITLE_CHARS - 1] + "…"
+            info = {"sessionUpdate": "session_info_update", "title": record.title}
+        await app.sessions.save(record)
+        if info is not None:
+            await self.host.update(session.id, info | {"updatedAt": session_info(record)["updatedAt"]})
+
+
+def _turn_error(exc: Exception) -> JsonRpcError:
+    """A run that failed (not one that stopped): -32603 with what went wrong in ``data``."""
+    if isinstance(exc, JsonRpcError):
+        return exc
+    data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    kind = getattr(exc, "kind", None)
+    if isinstance(kind, str):
+        data["kind"] = kind
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return JsonRpcError(INTERNAL_ERROR, f"Internal error: {first}", data)
