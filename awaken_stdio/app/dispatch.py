@@ -24,7 +24,7 @@ a tool that was running then from being run again without asking.
 ``run`` is a long-lived loop started with ``await tg.start(service.run)``: recovery, then the renewer, the poller,
 the sweeper and the garbage collector. ``dispatch_queued=False`` (the CLI) only renews and delivers for its own
 claims and never picks up other work. The lease timings, owner names and failure classes are ``claims.py``'s;
-ending a run that waits in the store is ``cancel_waiting.py``'s.
+ending a run that waits in the store is the runtime's (``AgentRuntime.cancel_waiting``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from awaken_stdio.app.cancel_waiting import cancel_waiting
 from awaken_stdio.app.claims import (
     DecisionSuperseded,
     ErrorClass,
@@ -532,7 +531,7 @@ class MailboxService:
         approved call behaves exactly as it would have, had a rule allowed it."""
         req = d.request
         if req.kind == "cancel":
-            return await cancel_waiting(self.runtime.store, d.run_id)
+            return await self.runtime.cancel_waiting(d.run_id)
         if req.kind == "decide":
             if activation is not None:
                 return await self.runtime.resume(d.run_id, list(req.decisions), sink, **_context_of(activation))

@@ -22,7 +22,6 @@ from awaken_stdio.contract.errors import (
     ConfigError,
     InvalidResume,
     ThreadAlreadyRunning,
-    VersionConflict,
 )
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.inference import LlmExecutor, TokenUsage
@@ -35,7 +34,7 @@ from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActiva
 from awaken_stdio.runtime.compaction import CompactionPolicy, CompactionResult, Compactor, model_view
 from awaken_stdio.runtime.plugins import Plugin
 from awaken_stdio.runtime.resolve import ResolvedAgent, resolve_agent
-from awaken_stdio.runtime.run.finish import CHECKPOINT_RETRIES
+from awaken_stdio.runtime.run.finish import cancel_stored, write_checkpoint
 from awaken_stdio.runtime.run.loop import AgentLoop
 from awaken_stdio.runtime.run.suspension import check_decisions
 
@@ -338,18 +337,12 @@ class AgentRuntime:
 
     async def _append(self, thread_id: str, message: Message) -> None:
         """Append one message outside a run: a checkpoint re-saving the latest run record as it is."""
-        count = 0
-        # a conflict means another writer appended meanwhile: the summary goes after theirs
-        for _ in range(CHECKPOINT_RETRIES):
-            loaded = await self.store.load_thread(thread_id)
+
+        def after(loaded: LoadedThread | None) -> Checkpoint:  # after whatever another writer appended meanwhile
             assert loaded is not None and loaded.latest_run is not None  # a thread with messages has had a run
-            count = loaded.thread.message_count
-            try:
-                await self.store.checkpoint(Checkpoint(thread_id, count, [message], loaded.latest_run))
-                return
-            except VersionConflict:
-                continue
-        raise VersionConflict(f"thread {thread_id}", count, None)
+            return Checkpoint(thread_id, loaded.thread.message_count, [message], loaded.latest_run)
+
+        await write_checkpoint(self.store, thread_id, after)
 
     async def cancel(self, id: str) -> bool:
         """Cancel the active run of a thread (by thread id or run id). False when nothing is running."""
@@ -364,6 +357,11 @@ class AgentRuntime:
             active.loop.cancel.cancel()
             active.loop.cancel_scope.cancel()
         return True
+
+    async def cancel_waiting(self, run_id: str) -> AgentRunResult | None:
+        """End a run that waits in the store (or died running) and that no process runs, as cancelled, its
+        suspended calls answered as a live run's are. None when the run does not exist or is over already."""
+        return await cancel_stored(self.store, run_id)
 
     async def cancel_and_wait(self, thread_id: str, timeout_s: float = 5.0) -> bool:
         active = self._active.get(thread_id)

@@ -21,10 +21,11 @@ from awaken_stdio.contract.errors import (
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.mailbox import DispatchRequest, RunDispatch
 from awaken_stdio.contract.messages import Message
-from awaken_stdio.contract.stores import Store
+from awaken_stdio.contract.stores import Checkpoint, LoadedThread, Store
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
+from awaken_stdio.runtime.runtime_keys import TOOL_CALL_STATES
 from awaken_stdio.stores.memory import MemoryStore
 from tests.runtime.helpers import AskPermission, FnTool, call, make_runtime, turn
 
@@ -160,6 +161,42 @@ async def test_cancel_ends_a_run_waiting_in_the_store() -> None:
     assert not await service.cancel(waiting.run_id) and tool.calls == []
     again = await service.submit(RunActivation([Message.user("again")], thread_id="t"))
     assert again.status == "completed"  # the thread goes on (the script has moved to its next turn)
+
+
+class AppendsAfterARead(MemoryStore):
+    """Another writer appends to a thread right after the next read of it (once ``armed``): the race between
+    reading a thread and writing a checkpoint on it."""
+
+    armed = False
+
+    async def load_thread(self, thread_id: str) -> LoadedThread | None:
+        loaded = await super().load_thread(thread_id)
+        if self.armed and loaded is not None and loaded.latest_run is not None:
+            self.armed = False
+            meanwhile = [Message.user("meanwhile")]
+            await self.checkpoint(Checkpoint(thread_id, loaded.thread.message_count, meanwhile, loaded.latest_run))
+        return loaded
+
+
+async def test_a_cancel_racing_another_writers_append_still_cancels() -> None:
+    store = AppendsAfterARead()
+    runtime, tool = guarded(store)
+    service = MailboxService(runtime, FAST)
+    waiting = await service.submit(go())
+    store.armed = True
+
+    assert await service.cancel(waiting.run_id)  # its checkpoint lost the race once, then went after the append
+
+    assert not store.armed
+    record = await store.load_run(waiting.run_id)
+    assert record is not None and record.display_status == "cancelled" and record.waiting is None
+    loaded = await store.load_thread("t")
+    assert loaded is not None and [m.text for m in loaded.messages[-2:]] == [
+        "meanwhile",
+        "[tool call cancelled with the run]",
+    ]
+    states = TOOL_CALL_STATES.decode(loaded.state.extensions[TOOL_CALL_STATES.key] if loaded.state else None)
+    assert states["c1"].status == "cancelled" and tool.calls == []
 
 
 async def test_a_second_run_on_a_held_thread_is_refused() -> None:

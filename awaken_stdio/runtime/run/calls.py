@@ -7,6 +7,7 @@ crash left it behind, the run ended) records it here, so state, tool message and
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +30,9 @@ from awaken_stdio.runtime.runtime_keys import (
 
 __all__ = [
     "AWAITING_APPROVAL",
+    "CANCELLED_WITH_RUN",
     "cancel_suspended",
+    "cancelled_calls",
     "commit_call",
     "default_ticket",
     "set_waiting",
@@ -38,6 +41,7 @@ __all__ = [
 ]
 
 AWAITING_APPROVAL = "Tool '{}' suspended: awaiting approval"
+CANCELLED_WITH_RUN = "[tool call cancelled with the run]"
 
 
 async def commit_call(run: RunState, outcome: CallResult, *, resumed: bool = False) -> None:
@@ -127,11 +131,23 @@ async def set_waiting(run: RunState) -> None:
 
 async def cancel_suspended(run: RunState, marker: str) -> None:
     """Cancel every suspended call, answering each with ``marker`` so the model sees it settled."""
+    states, messages = cancelled_calls(run.suspended_calls(), run.run_id, marker)
     cmd = StateCommand()
-    for s in run.suspended_calls():
-        cmd.update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(replace(s, status="cancelled", updated_at=now_ms())))
-        run.messages.append(Message.tool(s.call_id, marker, internal=True))
+    for s in states:
+        cmd.update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(s))
+    run.messages.extend(messages)
     await run.commit(cmd)
+
+
+def cancelled_calls(
+    suspended: Iterable[ToolCallState], run_id: str, marker: str
+) -> tuple[list[ToolCallState], list[Message]]:
+    """The ``suspended`` calls cancelled, each with the tool message (``marker``) that settles it for the model: one
+    answer for a live run ending and for a run ended in the store (``finish.cancel_stored``)."""
+    now = now_ms()
+    states = [replace(s, status="cancelled", updated_at=now) for s in suspended]
+    messages = [replace(Message.tool(s.call_id, marker, internal=True), run_id=run_id) for s in states]
+    return states, messages
 
 
 def default_ticket(call: ToolCall) -> SuspendTicket:

@@ -1,34 +1,43 @@
 """Checkpoints and the end of a run: what reaches the durable store, and how a run is recorded as over.
 
 The conversation and the run record reach the store only here: at every step end, before anyone is asked
-anything, and at the end (finished, cancelled or failed), never per event.
+anything, and at the end (finished, cancelled or failed), never per event. A run waiting in the store that no
+process runs is ended here too (``cancel_stored``), and every write goes through one retry (``write_checkpoint``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import anyio
 
-from awaken_stdio.contract.errors import ProviderError, VersionConflict
+from awaken_stdio.contract.errors import InvalidResume, ProviderError, VersionConflict
 from awaken_stdio.contract.events import ErrorEvent, RunFinish, RunResult
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message, TextBlock, valid_text
-from awaken_stdio.contract.state import StateCommand
-from awaken_stdio.contract.stores import Checkpoint, RunRecord
+from awaken_stdio.contract.state import PersistedState, StateCommand
+from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
 from awaken_stdio.runtime.activation import AgentRunResult
 from awaken_stdio.runtime.plugins import Phase
-from awaken_stdio.runtime.run.calls import cancel_suspended
+from awaken_stdio.runtime.run.calls import CANCELLED_WITH_RUN, cancel_suspended, cancelled_calls
 from awaken_stdio.runtime.run.state import RunState
-from awaken_stdio.runtime.runtime_keys import RUN_LIFECYCLE, LifecycleUpdate
+from awaken_stdio.runtime.runtime_keys import RUN_LIFECYCLE, TOOL_CALL_STATES, LifecycleUpdate
 
-__all__ = ["CHECKPOINT_RETRIES", "checkpoint", "fail", "finish_or_fail", "result"]
+__all__ = [
+    "CHECKPOINT_RETRIES",
+    "cancel_stored",
+    "checkpoint",
+    "fail",
+    "finish_or_fail",
+    "result",
+    "write_checkpoint",
+]
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_RETRIES = 8  # checkpoints lost to other writers' appends before giving up
-_CANCELLED_WITH_RUN = "[tool call cancelled with the run]"
 
 
 def _sync_record(run: RunState) -> RunRecord:
@@ -53,19 +62,66 @@ async def checkpoint(run: RunState) -> None:
     record = _sync_record(run).copy()
     thread_state = run.state.export_thread_scoped()
     new = run.messages[run.written :]
+
+    def after(loaded: LoadedThread | None) -> Checkpoint:  # another writer appended meanwhile: ours go after theirs
+        return Checkpoint(run.thread_id, loaded.thread.message_count if loaded else 0, new, record, thread_state)
+
     with anyio.CancelScope(shield=True):
-        for _ in range(CHECKPOINT_RETRIES):
-            try:
-                await run.store.checkpoint(Checkpoint(run.thread_id, run.stored_count, new, record, thread_state))
-            except VersionConflict:
-                # Another writer appended to the thread meanwhile: our messages go after theirs.
-                loaded = await run.store.load_thread(run.thread_id)
-                run.stored_count = loaded.thread.message_count if loaded else 0
-                continue
-            run.written += len(new)
-            run.stored_count += len(new)
-            return
-        raise VersionConflict(f"thread {run.thread_id}", run.stored_count, None)
+        first = Checkpoint(run.thread_id, run.stored_count, new, record, thread_state)
+        written = await write_checkpoint(run.store, run.thread_id, after, first)
+        run.written += len(new)
+        run.stored_count = written.expected_message_count + len(new)
+
+
+async def write_checkpoint(
+    store: Store, thread_id: str, build: Callable[[LoadedThread | None], Checkpoint], first: Checkpoint | None = None
+) -> Checkpoint:
+    """Write ``first``, or what ``build`` makes of the thread as the store holds it; when another writer appended to
+    the thread in between (``VersionConflict``: it guards the message count), read it again and build anew, up to
+    ``CHECKPOINT_RETRIES`` times. Returns the checkpoint written."""
+    attempt, expected = first, 0
+    for _ in range(CHECKPOINT_RETRIES):
+        if attempt is None:
+            attempt = build(await store.load_thread(thread_id))
+        expected = attempt.expected_message_count
+        try:
+            await store.checkpoint(attempt)
+        except VersionConflict:
+            attempt = None
+            continue
+        return attempt
+    raise VersionConflict(f"thread {thread_id}", expected, None)
+
+
+async def cancel_stored(store: Store, run_id: str) -> AgentRunResult | None:
+    """End a run that waits in the store (or died running), where no process runs it, as cancelled: one checkpoint
+    with each suspended call cancelled (a tool message saying so, as when a live run is cancelled) and the run done.
+    None when there is no such run or it is over already."""
+    record = await store.load_run(run_id)
+    if record is None or record.status == "done":
+        return None
+    loaded = await store.load_thread(record.thread_id)
+    if loaded is None:
+        return None
+    record.status, record.termination, record.status_reason = "done", TerminationReason.cancelled(), "cancelled"
+    record.waiting, record.updated_at = None, now_ms()
+
+    def cancelling(loaded: LoadedThread | None) -> Checkpoint:
+        if loaded is None:
+            raise InvalidResume(f"the thread of run {run_id} was deleted while it was being cancelled")
+        state = loaded.state or PersistedState()
+        states = TOOL_CALL_STATES.decode(state.extensions.get(TOOL_CALL_STATES.key))
+        suspended = sorted((s for s in states.values() if s.status == "suspended"), key=lambda s: s.call_id)
+        settled, messages = cancelled_calls(suspended, run_id, CANCELLED_WITH_RUN)
+        states.update((s.call_id, s) for s in settled)
+        extensions = {**state.extensions, TOOL_CALL_STATES.key: TOOL_CALL_STATES.encode(states)}
+        new_state = PersistedState(state.revision + 1, extensions)
+        return Checkpoint(record.thread_id, loaded.thread.message_count, messages, record, new_state)
+
+    await write_checkpoint(store, record.thread_id, cancelling, cancelling(loaded))
+    return AgentRunResult(
+        run_id, record.thread_id, record.agent_id, "", record.termination, record.steps, status="cancelled"
+    )
 
 
 async def _finish(run: RunState, termination: TerminationReason) -> None:
@@ -82,7 +138,7 @@ async def _finish(run: RunState, termination: TerminationReason) -> None:
         )
         run.partial_text = []
     if termination.type == "cancelled":
-        await cancel_suspended(run, _CANCELLED_WITH_RUN)
+        await cancel_suspended(run, CANCELLED_WITH_RUN)
     await run.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done(termination.done_reason)))
     run.engine.drop_pending()
     try:
