@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
     from awaken_stdio.contract.preview import ToolPreview
     from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store, WaitingTicket
-    from awaken_stdio.contract.suspension import ToolCallResume
+    from awaken_stdio.contract.suspension import Decisions
     from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
     from awaken_stdio.tools.mcp import McpServerStatus, McpToolsets
@@ -105,7 +105,7 @@ class App:
     async def decide(
         self,
         run_id: str,
-        decisions: list[tuple[str, ToolCallResume]],
+        decisions: Decisions,
         sink: EventSink | None = None,
         context: RunActivation | None = None,
         origin: str = "internal",

@@ -58,14 +58,13 @@ from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import DispatchKind, DispatchRequest, RunDispatch, retry_delay_ms
 from awaken_stdio.contract.stores import RunRecord
-from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.suspension import Decisions
 from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 
 __all__ = ["ContextFactory", "MailboxConfig", "MailboxService"]  # MailboxConfig: the service's own settings
 
 log = logging.getLogger(__name__)
-Decisions = list[tuple[str, ToolCallResume]]
 CONTROL_PRIORITY = 64  # decisions and cancellations go before runs queued at the default 128
 # What a resumed run needs from where it resumes (``cwd``, ``services``, ``tools``), for a run of a session (or none)
 # recorded with a working directory; opened for the run's duration (it may start the session's MCP servers).

@@ -11,6 +11,7 @@ from awaken_stdio.contract.preview import ToolPreview
 __all__ = [
     "OUTCOME_UNKNOWN_ACTION",
     "PERMISSION_ACTION",
+    "Decisions",
     "PendingToolCall",
     "ResumeAction",
     "ResumeMode",
@@ -141,6 +142,8 @@ class ToolCallResume:
             int(d.get("updated_at") or now_ms()),
         )
 
+
+Decisions = list[tuple[str, ToolCallResume]]  # decisions for a run: (ticket id or tool call id, decision) pairs
 
 _WAITING: dict[str, WaitingReason] = {
     "awaiting_tasks": "background_tasks",

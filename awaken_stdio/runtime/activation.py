@@ -12,7 +12,7 @@ from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import DisplayStatus, WaitingTicket
-from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.suspension import Decisions
 from awaken_stdio.contract.tools import Tool, ToolDescriptor
 
 __all__ = ["AgentRunResult", "EventSink", "RunActivation"]
@@ -32,7 +32,7 @@ class RunActivation:
     messages: list[Message] = field(default_factory=list)
     thread_id: str | None = None
     agent_id: str | None = None
-    decisions: list[tuple[str, ToolCallResume]] = field(default_factory=list)
+    decisions: Decisions = field(default_factory=list)
     run_id: str | None = None
     continue_run_id: str | None = None
     parent_run_id: str | None = None

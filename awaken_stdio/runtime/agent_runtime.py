@@ -28,7 +28,7 @@ from awaken_stdio.contract.inference import LlmExecutor, TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
-from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.suspension import Decisions, ToolCallResume
 from awaken_stdio.contract.tools import CancelToken, Tool
 from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.runtime.compaction import CompactionPolicy, CompactionResult, Compactor, model_view
@@ -41,7 +41,6 @@ from awaken_stdio.runtime.run.suspension import check_decisions
 __all__ = ["AgentRuntime"]
 
 log = logging.getLogger(__name__)
-Decisions = list[tuple[str, ToolCallResume]]
 
 
 @dataclass(slots=True)

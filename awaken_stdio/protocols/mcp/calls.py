@@ -39,7 +39,7 @@ from awaken_stdio.contract.events import (
 )
 from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.messages import Message
-from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.suspension import Decisions, ToolCallResume
 from awaken_stdio.contract.tools import (
     CancelToken,
     Tool,
@@ -392,9 +392,7 @@ class CallRunner:
             raise Refusal(f"No answer for the pending calls of run {state['run']}; call resume_run to decide them.")
         return await self._decide(state["run"], decisions, call)
 
-    async def _decide(
-        self, run_id: str, decisions: list[tuple[str, ToolCallResume]], call: ToolCall
-    ) -> AgentRunResult | None:
+    async def _decide(self, run_id: str, decisions: Decisions, call: ToolCall) -> AgentRunResult | None:
         try:
             return await self.app.decide(run_id, decisions, call.on_event)
         except InvalidResume as exc:

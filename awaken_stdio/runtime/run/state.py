@@ -32,11 +32,11 @@ from awaken_stdio.runtime.state_store import StateStore
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
 
-    from awaken_stdio.contract.suspension import ToolCallResume
+    from awaken_stdio.contract.suspension import Decisions
     from awaken_stdio.runtime.compaction import Compactor
     from awaken_stdio.runtime.resolve import ResolvedAgent
 
-    DecisionStream = MemoryObjectReceiveStream[list[tuple[str, ToolCallResume]]]
+    DecisionStream = MemoryObjectReceiveStream[Decisions]
 
 __all__ = ["RunState", "StopRun"]
 

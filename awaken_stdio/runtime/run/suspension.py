@@ -17,7 +17,7 @@ from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message, ToolCall
 from awaken_stdio.contract.state import StateCommand
-from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.suspension import Decisions, ToolCallResume
 from awaken_stdio.runtime.plugins import Block, Phase, SetResult, Suspend
 from awaken_stdio.runtime.run.calls import AWAITING_APPROVAL, commit_call, set_waiting, suspend_call
 from awaken_stdio.runtime.run.finish import checkpoint
@@ -36,7 +36,7 @@ __all__ = ["apply_decisions", "check_decisions", "replay", "suspend_and_wait"]
 log = logging.getLogger(__name__)
 
 
-def check_decisions(run: RunState, decisions: list[tuple[str, ToolCallResume]]) -> None:
+def check_decisions(run: RunState, decisions: Decisions) -> None:
     """Refuse an activation whose decisions name no call of the thread, before the run starts or changes."""
     states = run.tool_states()
     for target, _ in decisions:
@@ -44,7 +44,7 @@ def check_decisions(run: RunState, decisions: list[tuple[str, ToolCallResume]]) 
             raise DecisionTargetNotFound(target)
 
 
-async def apply_decisions(run: RunState, decisions: list[tuple[str, ToolCallResume]]) -> list[str]:
+async def apply_decisions(run: RunState, decisions: Decisions) -> list[str]:
     """Move each targeted suspended call to resuming (resume) or cancelled (cancel); returns the call ids.
 
     An activation's decisions were checked by :func:`check_decisions`; live decisions for a call this run does
@@ -99,9 +99,7 @@ async def suspend_and_wait(run: RunState) -> TerminationReason | None:
             return None
 
 
-async def _receive_decisions(
-    run: RunState, decisions: MemoryObjectReceiveStream[list[tuple[str, ToolCallResume]]]
-) -> list[str]:
+async def _receive_decisions(run: RunState, decisions: MemoryObjectReceiveStream[Decisions]) -> list[str]:
     """Wait until decisions resolve at least one suspended call; returns the resolved call ids."""
     while True:
         batch = await decisions.receive()
