@@ -1,11 +1,11 @@
 """``awaken-stdio acp`` up to its first answer: ``initialize`` from the raw config, the agent loaded after it.
 
 ``serve`` reads the config as TOML only (``app/startup.py``) and starts the JSON-RPC peer with ``initialize``
-answered here and every other method forwarded to ``AcpServer`` (``server.py``). That module, pydantic, the validated
-config and then the app load once the answer is on the wire, or as soon as another request needs them; requests
-that arrive meanwhile wait. A config the validation rejects fails the requests waiting for the agent with -32603 and
-its text, then the process exits 2 with one stderr line naming it (``protocols/lifecycle.py``, which also handles
-SIGTERM and SIGINT).
+answered here and every other method forwarded to ``AcpServer`` (``server.py``). Pydantic, the validated config,
+the app and that module load once the answer is on the wire, or as soon as another request needs them
+(``app.startup.DeferredApp``); requests that arrive meanwhile wait. A config the validation rejects fails the
+requests waiting for the agent with -32603 and its text, then the process exits 2 with one stderr line naming it
+(``protocols/lifecycle.py``, which also handles SIGTERM and SIGINT).
 
 What ``initialize`` says is read from the raw data: whether the default agent's model is usable (``authMethods``)
 and what it accepts (``promptCapabilities``), both answered by ``app/startup.py`` from the raw config. This module
@@ -16,13 +16,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.lowlevel
 
-from awaken_stdio.app.startup import Startup, loaded_heavy_modules, model_problem, prompt_capabilities, server_info
-from awaken_stdio.contract.errors import ConfigError
+from awaken_stdio.app.startup import (
+    DeferredApp,
+    Startup,
+    loaded_heavy_modules,
+    model_problem,
+    prompt_capabilities,
+    server_info,
+)
 from awaken_stdio.protocols.acp.codes import AUTH_METHOD, PROTOCOL_VERSION
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
@@ -36,6 +43,7 @@ from awaken_stdio.protocols.jsonrpc import (
 from awaken_stdio.protocols.lifecycle import Lifecycle
 
 if TYPE_CHECKING:
+    from awaken_stdio.app.app import App, Settings
     from awaken_stdio.protocols.acp.server import AcpServer
 
 __all__ = ["AcpFront", "serve"]
@@ -57,6 +65,7 @@ REQUESTS = {
 }
 NOTIFICATIONS = {"session/cancel": "cancel"}
 _SESSION_CAPABILITIES = ("list", "resume", "close", "delete", "additionalDirectories")
+_APP_OPEN_TIMEOUT_S = 60.0
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -73,14 +82,14 @@ async def _serve(startup: Startup) -> int:
     front = AcpFront(startup, peer, lifecycle)
     async with open_stdio() as (reader, writer), anyio.create_task_group() as tg:
         await tg.start(lifecycle.watch_signals)
-        tg.start_soon(front.run)
+        tg.start_soon(front.app.run)
         await peer.run(reader, writer)
         tg.cancel_scope.cancel()
     return lifecycle.exit_code()
 
 
 class AcpFront:
-    """Answers ``initialize``; forwards every other method to the ``AcpServer`` it loads after that answer."""
+    """Answers ``initialize``; forwards every other method to the ``AcpServer`` of the app opened after that answer."""
 
     def __init__(self, startup: Startup, peer: JsonRpcPeer, lifecycle: Lifecycle | None = None) -> None:
         self.startup = startup
@@ -89,42 +98,34 @@ class AcpFront:
         self.client: dict[str, Any] = {}  # the clientCapabilities of the last initialize
         self.prompt_caps: dict[str, bool] = {}  # what the last initialize advertised
         self.server: AcpServer | None = None
-        self._problem = ""  # why the agent could not load
-        self._wanted = anyio.Event()
-        self._loaded = anyio.Event()
+        self.app = DeferredApp(
+            startup.settings,
+            failure=_could_not_start,
+            on_config_error=self.lifecycle.fail,
+            serving=self._serving,
+            timeout_s=_APP_OPEN_TIMEOUT_S,
+        )
         peer.register("initialize", self.initialize)
         for method, handler in REQUESTS.items():
             peer.register(method, self._forward(handler))
         for method, handler in NOTIFICATIONS.items():
             peer.register_notification(method, self._forward_notification(handler))
 
-    async def run(self) -> None:
-        """Load the agent once it is wanted (``initialize`` answered, or another request came), then run it."""
-        await self._wanted.wait()
-        # The initialize answer was queued before this task woke; yield once more so the writer puts it on the
-        # wire before the imports below hold the event loop.
-        for _ in range(2):
-            await anyio.lowlevel.checkpoint()
-        try:
-            settings = self.startup.settings()
-        except ConfigError as exc:
-            self._problem = str(exc)
-            self._loaded.set()
-            self.lifecycle.fail(exc)
-            return
+    @asynccontextmanager
+    async def _serving(self, app: App, settings: Settings) -> AsyncGenerator[None]:
+        """The ``AcpServer`` of the open app, with the task group its background work runs in."""
         from awaken_stdio.protocols.acp.server import AcpServer
 
-        server = AcpServer(settings, self.peer, self.client, self.prompt_caps)
         async with anyio.create_task_group() as tg:
-            await tg.start(server.run)
-            self.server = server
-            self._loaded.set()
+            self.server = AcpServer(settings, app, tg, self.peer, self.client, self.prompt_caps)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
 
     async def _server(self) -> AcpServer:
-        self._wanted.set()
-        await self._loaded.wait()
-        if self.server is None:
-            raise JsonRpcError(INTERNAL_ERROR, f"the agent could not start: {self._problem}")
+        await self.app.ready()
+        assert self.server is not None
         return self.server
 
     def _forward(self, handler: str) -> RequestHandler:
@@ -148,7 +149,7 @@ class AcpFront:
             self.server.adopt_client(self.client, self.prompt_caps)
         problem = model_problem(file)
         log.debug("answering initialize; heavy modules loaded: %s", loaded_heavy_modules())
-        self._wanted.set()
+        self.app.wanted()
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -185,6 +186,11 @@ def client_capabilities(params: Params) -> dict[str, Any]:
     from awaken_stdio.protocols.acp.wire import InitializeParams
 
     return InitializeParams.model_validate(params).client_capabilities.model_dump(by_alias=True)
+
+
+def _could_not_start(problem: str | None) -> JsonRpcError:
+    """The error of a request that waited for an app that could not open (or has closed)."""
+    return JsonRpcError(INTERNAL_ERROR, f"the agent could not start: {problem}")
 
 
 def _auth_method(problem: str) -> dict[str, Any]:

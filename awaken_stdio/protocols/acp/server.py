@@ -1,9 +1,9 @@
 """``awaken-stdio acp``: the Agent Client Protocol (stable v1) agent over stdio.
 
-Start-up is built around the first answer: ``front.py`` answers ``initialize`` from the raw config and loads this
-module (pydantic, the validated settings) after it; ``AcpServer.run`` then opens the app (store drivers, runtime,
-tools, the permission plugin), and session requests wait for that. Provider SDKs load at the first model call, MCP
-client code at the first session with MCP servers.
+Start-up is built around the first answer: ``front.py`` answers ``initialize`` from the raw config; after it the
+app opens (``app.startup.DeferredApp``: pydantic, the validated settings, store drivers, runtime, tools, the
+permission plugin) and this module loads with it, one ``AcpServer`` per open app; requests wait for that. Provider
+SDKs load at the first model call, MCP client code at the first session with MCP servers.
 
 What this module owns: the handler of every method but ``initialize``, sessions in memory (opening, reopening,
 closing, their modes and config options, their MCP servers, the services their runs get from the editor), slash
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from awaken_stdio.app.app import Settings, load_settings, open_app
+from awaken_stdio.app.app import Settings, load_settings
 from awaken_stdio.app.startup import model_problem
 from awaken_stdio.contract.errors import AwakenError, ConfigError, ThreadAlreadyRunning
 from awaken_stdio.contract.ids import new_id
@@ -52,7 +52,7 @@ from awaken_stdio.protocols.acp.wire import (
     SetModeParams,
     prompt_to_blocks,
 )
-from awaken_stdio.protocols.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError, JsonRpcPeer
+from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError, JsonRpcPeer
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App
@@ -61,7 +61,6 @@ __all__ = ["RESOURCE_NOT_FOUND", "AcpServer"]
 
 log = logging.getLogger(__name__)
 
-_APP_OPEN_TIMEOUT_S = 60.0
 _MCP_TIMEOUT_S = 30.0
 _LIST_PAGE = 50
 
@@ -70,54 +69,32 @@ class AcpServer:
     """One client connection: the handlers of the ACP methods ``front.py`` forwards, and the sessions it opened."""
 
     def __init__(
-        self, settings: Settings, peer: JsonRpcPeer, client: dict[str, Any], prompt_caps: dict[str, bool]
+        self,
+        settings: Settings,
+        app: App,
+        tasks: anyio.abc.TaskGroup,
+        peer: JsonRpcPeer,
+        client: dict[str, Any],
+        prompt_caps: dict[str, bool],
     ) -> None:
         self.settings = settings
+        self.app = app
         self.peer = peer
         self.adopt_client(client, prompt_caps)
         self.sessions: dict[str, Session] = {}
         self.turns = Turns(self)
-        self._app: App | None = None
-        self._app_error: BaseException | None = None
-        self._app_ready = anyio.Event()
-        self._tg: anyio.abc.TaskGroup | None = None
+        self._tg = tasks  # the background tasks (MCP connections, updates after an answer), cancelled on close
 
     def adopt_client(self, client: dict[str, Any], prompt_caps: dict[str, bool]) -> None:
         """What the last ``initialize`` said (``clientCapabilities``) and was told (``promptCapabilities``)."""
         self.client = ClientCapabilities.model_validate(client)
         self.prompt_caps = PromptCapabilities.model_validate(prompt_caps)
 
-    # -- lifecycle ----------------------------------------------------------------------------------------------
-
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Own the background tasks and the app, opened at once (this server loads after the first answer)."""
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            task_status.started()
-            try:
-                async with open_app(self.settings) as app:
-                    self._app = app
-                    self._app_ready.set()
-                    await anyio.sleep_forever()
-            except Exception as exc:
-                log.exception("could not open the app")
-                self._app_error = exc
-                self._app_ready.set()
-            finally:
-                self._app = None
-
-    async def _ready(self) -> App:
-        with anyio.fail_after(_APP_OPEN_TIMEOUT_S):
-            await self._app_ready.wait()
-        if self._app is None:
-            raise JsonRpcError(INTERNAL_ERROR, f"the agent could not start: {self._app_error}")
-        return self._app
-
-    async def _app_with_model(self) -> App:
+    def _app_with_model(self) -> App:
         problem = model_problem(self.settings.loaded.file)
         if problem is not None:
             raise auth_required(problem)
-        return await self._ready()
+        return self.app
 
     def _after_response(self, send: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``send`` after the current request's answer is queued (zed#60199: updates before it are dropped).
@@ -125,7 +102,6 @@ class AcpServer:
         A handler's answer is queued synchronously when it returns, and a task started here first runs after the
         handler's task yields, so whatever ``send`` writes follows the answer on the wire.
         """
-        assert self._tg is not None
         self._tg.start_soon(send)
 
     # -- authenticate ---------------------------------------------------------------------------------------------
@@ -138,7 +114,7 @@ class AcpServer:
         problem = model_problem(settings.loaded.file)
         if problem is not None:
             raise auth_required(problem)
-        (await self._ready()).reload(settings)
+        self.app.reload(settings)
         self.settings = settings
         return {}
 
@@ -194,7 +170,7 @@ class AcpServer:
 
     async def new_session(self, params: Any) -> dict[str, Any]:
         p = SessionSetupParams.model_validate(params)
-        app = await self._app_with_model()
+        app = self._app_with_model()
         runtime = app.runtime
         agent_id = runtime.default_agent_id()
         record = SessionRecord(
@@ -219,7 +195,7 @@ class AcpServer:
 
     async def _reopen(self, params: Any, *, history: bool) -> dict[str, Any]:
         p = LoadSessionParams.model_validate(params)
-        app = await self._app_with_model()
+        app = self._app_with_model()
         record = await self._stored(app, p.session_id)
         record.cwd = p.cwd
         if p.additional_directories:
@@ -242,7 +218,7 @@ class AcpServer:
 
     async def list_sessions(self, params: Any) -> dict[str, Any]:
         p = ListSessionsParams.model_validate(params or {})
-        app = await self._ready()
+        app = self.app
         try:
             page = await app.sessions.list(cwd=p.cwd, limit=_LIST_PAGE, cursor=p.cursor)
         except ValueError:
@@ -268,12 +244,12 @@ class AcpServer:
         p = SessionIdParams.model_validate(params)
         session = self.sessions.pop(p.session_id, None)
         if session is not None:
-            await self._shut(await self._ready(), session)
+            await self._shut(self.app, session)
         return {}
 
     async def delete_session(self, params: Any) -> dict[str, Any]:
         p = SessionIdParams.model_validate(params)
-        app = await self._ready()
+        app = self.app
         session = self.sessions.pop(p.session_id, None)
         if session is not None:
             await self._shut(app, session)
@@ -307,14 +283,14 @@ class AcpServer:
     async def set_mode(self, params: Any) -> dict[str, Any]:
         p = SetModeParams.model_validate(params)
         session = self._session(p.session_id)
-        await self._set_mode(await self._ready(), session, p.mode_id)
+        await self._set_mode(self.app, session, p.mode_id)
         await self._config_changed(session)
         return {}
 
     async def set_config_option(self, params: Any) -> dict[str, Any]:
         p = SetConfigOptionParams.model_validate(params)
         session = self._session(p.session_id)
-        app = await self._ready()
+        app = self.app
         if p.config_id == "mode":
             await self._set_mode(app, session, str(p.value))
         elif p.config_id == "model":
@@ -350,7 +326,6 @@ class AcpServer:
                 session.mcp_scope = scope
                 await toolsets.run(task_status=task_status)
 
-        assert self._tg is not None
         await self._tg.start(supervise)
         await publish()
         for status in toolsets.statuses():
@@ -389,17 +364,17 @@ class AcpServer:
         p = PromptParams.model_validate(params)
         session = self._session(p.session_id)
         blocks = prompt_to_blocks(p.prompt, self.prompt_caps)
-        app = await self._ready()
+        app = self.app
         return {"stopReason": await self.turns.answer(app, session, blocks)}
 
     async def cancel(self, params: Any) -> None:
         p = SessionIdParams.model_validate(params)
         session = self.sessions.get(p.session_id)
-        if session is None or self._app is None:
+        if session is None:
             return  # unknown or idle sessions: nothing to cancel (INFO-CANCEL-201)
         session.cancel_epoch += 1
         if session.turn is not None:
-            await self.turns.cancel(self._app, session, session.turn)
+            await self.turns.cancel(self.app, session, session.turn)
 
     async def command(self, app: App, session: Session, name: str, argument: str) -> None:
         text: str

@@ -9,10 +9,11 @@ and its change notifications; logging; and ``tools/call``, whose work lives in `
 Start-up order matters to hosts that give a server 5-10 s (DESIGN section 6): this module imports only the
 standard library, anyio and the light ``wire.py``, and the config is only read as TOML (``app/startup.py``)
 before the first answer is on the wire; ``initialize`` params are checked by hand. Then the config is validated
-(pydantic) and the app opens (store, runtime, tools) and the configured MCP servers connect, each under its own
-timeout, before the first ``tools/list`` is answered, so that listing is complete. A config the validation rejects
-fails the requests waiting for the app with -32603 and its text, then the process exits 2 with one stderr line
-naming it; SIGTERM and SIGINT stop it as input EOF does, with the calls in flight cancelled (``lifecycle.py``).
+(pydantic) and the app opens (store, runtime, tools; ``app.startup.DeferredApp``, as for ACP) and the configured
+MCP servers connect, each under its own timeout, before the first ``tools/list`` is answered, so that listing is
+complete. A config the validation rejects fails the requests waiting for the app with -32603 and its text, then
+the process exits 2 with one stderr line naming it; SIGTERM and SIGINT stop it as input EOF does, with the calls in
+flight cancelled (``lifecycle.py``).
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
 
-from awaken_stdio.app.startup import Startup, loaded_heavy_modules, server_info
-from awaken_stdio.contract.errors import ConfigError
+from awaken_stdio.app.startup import DeferredApp, Startup, loaded_heavy_modules, server_info
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -57,7 +59,7 @@ from awaken_stdio.protocols.mcp.wire import (
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
 
-    from awaken_stdio.app.app import App
+    from awaken_stdio.app.app import App, Settings
     from awaken_stdio.protocols.mcp.calls import CallRunner, ToolCall
     from awaken_stdio.protocols.mcp.catalog import Catalog
     from awaken_stdio.protocols.mcp.library import Library
@@ -98,7 +100,7 @@ _MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
 
 
 class McpServer:
-    """One MCP server process: register its handlers on ``peer``, run ``run_app`` beside ``peer.run``."""
+    """One MCP server process: its handlers on ``peer``, and the app it opens after the first answer."""
 
     def __init__(
         self,
@@ -119,10 +121,12 @@ class McpServer:
         self._version: str | None = None  # the handshake era's negotiated version
         self._client_capabilities: dict[str, Any] = {}
         self._log_level: LogLevel | None = None
-        self._want_app = anyio.Event()  # the first answer is on the wire, or a request needs the app
-        self._ready = anyio.Event()
-        self._stopping = anyio.Event()
-        self._app_error: str | None = None
+        self._gate = DeferredApp(
+            lambda: self._startup().settings(),
+            failure=_could_not_start,
+            on_config_error=self.lifecycle.fail,
+            serving=self._serving,
+        )
         self._app: App | None = None
         self._runner: CallRunner | None = None
         self._catalog: Catalog | None = None
@@ -136,57 +140,35 @@ class McpServer:
     async def run(self, reader: anyio.abc.ByteReceiveStream, writer: anyio.abc.ByteSendStream) -> None:
         """Serve until input EOF (or parent death), then close the app."""
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self.run_app)
+            tg.start_soon(self._gate.run)
             try:
-                await self.peer.run(reader, _Announcing(writer, self._want_app))
+                await self.peer.run(reader, self._gate.announcing(writer))
             finally:
-                self._stopping.set()
-                self._want_app.set()
+                self._gate.close()
 
-    async def run_app(self) -> None:
-        """Open the app once it is wanted; keep it (and the configured MCP servers) open until the peer stops."""
-        await self._want_app.wait()
-        if self._stopping.is_set():
-            return
-        from awaken_stdio.app.app import open_app
+    @asynccontextmanager
+    async def _serving(self, app: App, settings: Settings) -> AsyncGenerator[None]:
+        """What this server keeps while the app is open: the tool runner and catalog, the resource and prompt
+        library (watching subscribed resources), and the client's model for ``provider = "mcp_sampling"``."""
+        import jsonschema  # noqa: F401  # pyright: ignore[reportUnusedImport]  # loaded now, not on the first tools/call
+
         from awaken_stdio.protocols.mcp.approvals import StateSeal, load_seal_key
         from awaken_stdio.protocols.mcp.calls import CallRunner
-
-        try:
-            settings = self._startup().settings()
-        except ConfigError as exc:
-            self._app_error = f"awaken-stdio could not start: {exc}"
-            self._ready.set()
-            self.lifecycle.fail(exc)
-            return
-        try:
-            async with open_app(settings) as app:
-                import jsonschema  # noqa: F401  # pyright: ignore[reportUnusedImport]  # loaded now, not on the first tools/call
-
-                seal = StateSeal(await load_seal_key(app.store))
-                self._app = app
-                self._runner = CallRunner(app, seal, self.peer, permission=settings.loaded.config.mcp.permission)
-                app.tool_listeners.append(self._on_app_tools_changed)
-                await self._serve_app()
-        except Exception as exc:
-            log.exception("could not open the app")
-            self._app_error = f"awaken-stdio could not start: {exc}"
-            self._ready.set()
-
-    async def _serve_app(self) -> None:
         from awaken_stdio.protocols.mcp.channel import ClientModel
         from awaken_stdio.protocols.mcp.library import Library
         from awaken_stdio.providers import mcp_sampling
 
-        assert self._app is not None
+        seal = StateSeal(await load_seal_key(app.store))
+        self._app = app
+        self._runner = CallRunner(app, seal, self.peer, permission=settings.loaded.config.mcp.permission)
+        app.tool_listeners.append(self._on_app_tools_changed)
         self._rebuild_catalog()
-        self._library = Library(self._app, self.peer, page_size=self.page_size, poll_s=self.poll_s)
+        self._library = Library(app, self.peer, page_size=self.page_size, poll_s=self.poll_s)
         mcp_sampling.attach(ClientModel(self.peer, self._handshake_capabilities))  # provider = "mcp_sampling"
-        self._ready.set()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._library.watch.run)
-                await self._stopping.wait()
+                yield
                 tg.cancel_scope.cancel()
         finally:
             mcp_sampling.attach(None)
@@ -207,10 +189,8 @@ class McpServer:
         return self._client_capabilities if self.era == "legacy" and self._version is not None else None
 
     async def _app_ready(self) -> CallRunner:
-        self._want_app.set()
-        await self._ready.wait()
-        if self._runner is None:
-            raise JsonRpcError(INTERNAL_ERROR, self._app_error or "the server is shutting down")
+        await self._gate.ready()
+        assert self._runner is not None
         return self._runner
 
     # -- tool list ----------------------------------------------------------------------------------------------
@@ -227,7 +207,7 @@ class McpServer:
         return changed
 
     async def _on_app_tools_changed(self) -> None:
-        if self._ready.is_set() and self._rebuild_catalog():
+        if self._gate.app is not None and self._rebuild_catalog():
             await self.tools_changed()
 
     async def tools_changed(self) -> None:
@@ -274,7 +254,7 @@ class McpServer:
             params = params or {}
             assert ctx.request_id is not None
             request = self._admit(method, params, ctx.request_id)
-            if not self._want_app.is_set():
+            if not self._gate.is_wanted:
                 log.debug("answering %s; heavy modules loaded: %s", method, loaded_heavy_modules())
             result = await handler(params, request, ctx)
             if request.era == "modern":
@@ -501,19 +481,10 @@ def _initialize_params(params: dict[str, Any]) -> tuple[str, dict[str, Any], dic
     return p.protocol_version, p.capabilities, p.client_info
 
 
-class _Announcing(anyio.abc.ByteSendStream):
-    """The wire writer; the first write sets ``event``: the first answer is out, the app may load now."""
-
-    def __init__(self, inner: anyio.abc.ByteSendStream, event: anyio.Event) -> None:
-        self._inner = inner
-        self._event = event
-
-    async def send(self, item: bytes) -> None:
-        await self._inner.send(item)
-        self._event.set()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+def _could_not_start(problem: str | None) -> JsonRpcError:
+    """The error of a request that waited for an app that could not open (or has closed)."""
+    message = f"awaken-stdio could not start: {problem}" if problem is not None else "the server is shutting down"
+    return JsonRpcError(INTERNAL_ERROR, message)
 
 
 def serve(args: argparse.Namespace) -> int:
