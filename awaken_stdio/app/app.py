@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -29,20 +29,24 @@ import anyio
 from awaken_stdio.app.config import LoadedConfig, validate_config
 from awaken_stdio.app.config_file import read_config_file, store_url
 from awaken_stdio.app.sessions import Sessions
-from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolResult, preview_call
+from awaken_stdio.contract.ids import new_id
+from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext, ToolDescriptor, ToolResult, preview_call
 
 if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
     from awaken_stdio.contract.preview import ToolPreview
     from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store, WaitingTicket
-    from awaken_stdio.contract.suspension import Decisions
+    from awaken_stdio.contract.suspension import Decisions, ToolCallResume
     from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
+    from awaken_stdio.runtime.permission import Behavior
     from awaken_stdio.tools.mcp import McpServerStatus, McpToolsets
 
 __all__ = ["App", "Settings", "load_settings", "open_app"]
 
 log = logging.getLogger(__name__)
+
+_DIRECT = "mcp-direct"  # thread, run and agent id of tool calls made outside any agent run
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +156,60 @@ class App:
         """The person dismissed a run's question: cancel it, unless a decision recorded elsewhere got there first
         (then the run goes on with that decision and this returns False)."""
         return await self.mailbox.dismiss(run_id)
+
+    # -- calls outside any agent run (an MCP client's direct ``tools/call``) ----------------------------------------
+
+    def direct_context(
+        self,
+        tool: Tool,
+        *,
+        cancel: CancelToken | None = None,
+        services: Mapping[str, Any] | None = None,
+        emit: EventSink | None = None,
+    ) -> ToolCallContext:
+        """What a call made outside any agent run sees (for its preview and its run alike): this process's working
+        directory, no thread, run, agent or state (their ids are ``mcp-direct``)."""
+        from awaken_stdio.contract.state import Snapshot
+
+        return ToolCallContext(
+            new_id(),
+            tool.name,
+            _DIRECT,
+            _DIRECT,
+            _DIRECT,
+            Snapshot(0),
+            cwd=self.settings.cwd,
+            cancel=cancel or CancelToken(),
+            services=services or {},
+            emit=emit,
+        )
+
+    async def call_tool(
+        self, tool: Tool, args: dict[str, Any], ctx: ToolCallContext, *, passing: tuple[type[Exception], ...] = ()
+    ) -> ToolResult:
+        """Run ``tool`` outside any agent run, the way a run's call runs (``runtime.run.tools.execute_tool``): its
+        arguments checked, what it raises a failed result. ``passing``: the caller's own signals, raised on."""
+        from awaken_stdio.runtime.run.tools import execute_tool
+
+        try:
+            return (await execute_tool(tool, args, ctx, passing=passing)).result
+        except anyio.get_cancelled_exc_class():
+            ctx.cancel.cancel()  # a tool running in a worker thread watches the token
+            raise
+
+    async def check_direct_call(self, descriptor: ToolDescriptor, args: dict[str, Any]) -> Behavior:
+        """How the permission rules judge a call made outside any agent run: as for an agent without rules
+        (read-only tools run, everything else asks), with the answers remembered for this workspace."""
+        from awaken_stdio.runtime.permission import PermissionPlugin
+
+        decision = await PermissionPlugin(self.store).decide(descriptor.name, args, descriptor, self.settings.cwd)
+        return decision.behavior
+
+    async def remember(self, descriptor: ToolDescriptor, args: dict[str, Any], decision: ToolCallResume) -> None:
+        """Keep an ``always`` answer to a call made outside any run for this workspace, as a run's answer is kept."""
+        from awaken_stdio.runtime.permission import PermissionPlugin
+
+        await PermissionPlugin(self.store).remember(descriptor.name, args, self.settings.cwd, decision)
 
     async def preview(self, run: RunRecord, ticket: WaitingTicket, context: dict[str, Any]) -> ToolPreview | None:
         """What approving ``ticket`` would do now, worked out through ``context`` (``cwd``, ``services``, ``tools``,

@@ -221,15 +221,30 @@ class PermissionPlugin(Plugin):
         if mode == "plan" and not (descriptor is not None and descriptor.read_only):
             message = f"Tool '{name}' is not available in plan mode: only read-only tools run until plan mode ends."
             return SetResult(ToolResult.error(name, message))
-        grants = await self.store.list_grants(workspace_key(ctx.cwd))
-        policy = PermissionPolicy.from_agent(ctx.agent).with_grants(grants)
-        decision = policy.decide(name, ctx.tool_args, descriptor, mode)
-        log.debug("permission for %s: %s (%s)", name, decision.behavior, decision.rule)
+        decision = await self.decide(name, ctx.tool_args, descriptor, ctx.cwd, ctx.agent, mode)
         if decision.behavior == "deny":
             return Block(f"Tool '{name}' denied by permission rules")
         if decision.behavior == "ask":
             return Suspend(_ticket(ctx.tool_call_id or "", name, ctx.tool_args))
         return None
+
+    async def decide(
+        self,
+        name: str,
+        args: Any,
+        descriptor: ToolDescriptor | None,
+        cwd: str | None,
+        agent: AgentSpec | None = None,
+        mode: PermissionMode = "default",
+    ) -> PermissionDecision:
+        """Judge one call by ``agent``'s rules (none: the default, read-only tools run and everything else asks)
+        and the answers remembered for the workspace ``cwd``: the gate's judgement, also for calls made outside
+        any run (an MCP client's direct call)."""
+        grants = await self.store.list_grants(workspace_key(cwd))
+        policy = PermissionPolicy.from_agent(agent) if agent is not None else PermissionPolicy()
+        decision = policy.with_grants(grants).decide(name, args, descriptor, mode)
+        log.debug("permission for %s: %s (%s)", name, decision.behavior, decision.rule)
+        return decision
 
     def offer(self, request: InferenceRequest, ctx: PhaseContext) -> InferenceRequest:
         """The request without the tools the model may not call: always-denied ones, and in plan mode writers."""
@@ -246,14 +261,19 @@ class PermissionPlugin(Plugin):
         return request if len(tools) == len(request.tools) else replace(request, tools=tools)
 
     async def on_decision(self, ctx: PhaseContext, decision: ToolCallResume) -> None:
-        """Remember ``allow_always`` / ``reject_always`` answers; ``*_once`` answers are not remembered."""
+        if ctx.tool_name is not None:
+            await self.remember(ctx.tool_name, ctx.tool_args, ctx.cwd, decision)
+
+    async def remember(self, name: str, args: Any, cwd: str | None, decision: ToolCallResume) -> None:
+        """Remember an ``allow_always`` / ``reject_always`` answer to a call of ``name`` for the workspace ``cwd``;
+        ``*_once`` answers are not remembered."""
         policy = decision.result.get("policy") if isinstance(decision.result, dict) else None
         behavior = _ALWAYS.get(policy) if isinstance(policy, str) else None
-        if behavior is None or ctx.tool_name is None:
+        if behavior is None:
             return
-        workspace = workspace_key(ctx.cwd)
+        workspace = workspace_key(cwd)
         expires_at = None if self.remember_for_s is None else now_ms() + int(self.remember_for_s * 1000)
-        for tool, pattern in remembered_scopes(ctx.tool_name, ctx.tool_args):
+        for tool, pattern in remembered_scopes(name, args):
             grant_id = _grant_id(workspace, tool, pattern, behavior)
             await self.store.add_grant(
                 PermissionGrant(grant_id, workspace, tool, behavior, pattern, expires_at=expires_at)

@@ -80,6 +80,10 @@ async def test_calls(tmp_path: Path, mode: str) -> None:
         (env.cwd / "hello.txt").write_text("hi there")
         read = await client.call_tool("read_file", {"path": "hello.txt"})  # --cwd is the tools' directory
         assert "hi there" in read.content[0].text
+        past = await client.call_tool("read_file", {"path": "hello.txt", "line": 9})  # the tool's own refusal
+        assert past.is_error and past.content[0].text == (
+            "Invalid arguments: line 9 is past the end of hello.txt, which has 1 line"  # said once
+        )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -199,7 +203,8 @@ async def test_waiting_then_resume_run(tmp_path: Path, mode: str) -> None:
         assert done.structured_content["status"] == "completed" and done.structured_content["response"] == "Done."
         again = await client.call_tool("resume_run", {"run_id": data["run_id"], "decisions": [
             {"tool_call_id": call_id, "approve": True}]})  # fmt: skip
-        assert again.is_error and "completed" in again.content[0].text
+        assert again.is_error and "already decided" in again.content[0].text  # and by which process
+        assert "completed" in again.content[0].text
         unknown = await client.call_tool("resume_run", {"run_id": "nope", "decisions": [
             {"tool_call_id": call_id, "approve": True}]})  # fmt: skip
         assert unknown.is_error and "runs list" in unknown.content[0].text

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from awaken_stdio.app.claims import DecisionSuperseded
 from awaken_stdio.contract.channel import CLIENT_CHANNEL
 from awaken_stdio.contract.content import to_wire
-from awaken_stdio.contract.errors import AwakenError, InvalidResume, ThreadAlreadyRunning, ToolError
+from awaken_stdio.contract.errors import AwakenError, InvalidResume, ThreadAlreadyRunning
 from awaken_stdio.contract.events import (
     ActivitySnapshot,
     AgentEvent,
@@ -37,18 +38,9 @@ from awaken_stdio.contract.events import (
     ToolCallDone,
     ToolCallReady,
 )
-from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.suspension import Decisions, ToolCallResume
-from awaken_stdio.contract.tools import (
-    CancelToken,
-    Tool,
-    ToolCallContext,
-    ToolOutput,
-    ToolResult,
-    preview_call,
-    tool_error_result,
-)
+from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext, ToolResult, preview_call
 from awaken_stdio.protocols.jsonrpc import ConnectionClosedError, JsonRpcError, JsonRpcPeer
 from awaken_stdio.protocols.mcp.approvals import (
     approval_message,
@@ -73,7 +65,6 @@ log = logging.getLogger(__name__)
 
 MAX_RESULT_CHARS = 100_000  # ~25k tokens, where hosts start cutting results themselves
 ELICITATION_TIMEOUT_S = 600.0
-_DIRECT = "mcp-direct"  # thread, run and agent id of tool calls made outside any agent run
 
 
 class Refusal(Exception):
@@ -216,42 +207,18 @@ class CallRunner:
         tool = self.app.runtime.tools.get(entry.target)
         if tool is None:
             raise Refusal(f"The tool {entry.name} is no longer available; list the tools again.")
-        from awaken_stdio.contract.state import Snapshot
-
         talking = state is not None and state.get("k") == "tool"  # a retry with answers: permitted already
         answers = {**state.get("answers", {}), **(params.input_responses or {})} if state and talking else None
-        ctx = ToolCallContext(
-            new_id(),
-            tool.name,
-            _DIRECT,
-            _DIRECT,
-            _DIRECT,
-            Snapshot(0),
-            cwd=self.app.settings.cwd,
-            cancel=call.cancel,
-            services={CLIENT_CHANNEL: McpChannel(self.peer, call, tool.name, answers)},
-            emit=call.on_event,
-        )
+        channel = McpChannel(self.peer, call, tool.name, answers)
+        ctx = self.app.direct_context(tool, cancel=call.cancel, services={CLIENT_CHANNEL: channel}, emit=call.on_event)
         if entry.guarded and self.permission == "ask" and not talking:
             asked = await self._permit(tool, args, params, call, state, ctx)
             if asked is not None:
                 return asked
         try:
-            out = await tool.execute(tool.validate_args(args), ctx)
+            result = await self.app.call_tool(tool, args, ctx, passing=(InputRequired,))
         except InputRequired as asked:  # the 2026 era's way to ask: the retry runs the tool again with the answers
             return self._input_requests(asked.requests, params, {"k": "tool", "answers": asked.answers})
-        except anyio.get_cancelled_exc_class():
-            call.cancel.cancel()  # a tool running in a worker thread watches the token
-            raise
-        except ToolError as exc:
-            text = str(exc)
-            return error_result(f"Invalid arguments: {text}" if exc.kind == "invalid_arguments" else text)
-        except Exception as exc:
-            log.debug("tool %s raised", tool.name, exc_info=True)
-            out = tool_error_result(tool.name, exc)
-        if isinstance(out, ToolOutput):
-            out = out.result
-        result = out if isinstance(out, ToolResult) else ToolResult.success(tool.name, out)
         if result.is_pending:
             return error_result(f"{tool.name} is waiting for a decision this server cannot make: {result.message}")
         return tool_result(result, structured_ok=entry.output_schema is None or isinstance(result.data, dict))
@@ -267,33 +234,14 @@ class CallRunner:
     ) -> dict[str, Any] | None:
         """The ``[mcp] permission = "ask"`` policy: None to run the call, else the result to answer with.
 
-        The permission plugin judges the call as for an agent without rules (read-only tools run, everything else
-        asks; remembered answers of this workspace apply) and remembers ``always`` answers the same way. The
-        question shows what the call would do (its preview), worked out before asking.
+        The app judges the call as the permission rules judge an agent's without rules (read-only tools run,
+        everything else asks; remembered answers of this workspace apply) and remembers ``always`` answers the
+        same way. The question shows what the call would do (its preview), worked out before asking.
         """
-        from awaken_stdio.contract.agent import AgentSpec
-        from awaken_stdio.contract.state import Snapshot
-        from awaken_stdio.runtime.permission import PermissionPlugin
-        from awaken_stdio.runtime.plugins import Block, Phase, PhaseContext, Suspend
-
-        descriptor = tool.descriptor
-        plugin = PermissionPlugin(self.app.store)
-        ctx = PhaseContext(
-            Phase.TOOL_GATE,
-            Snapshot(0),
-            _DIRECT,
-            _DIRECT,
-            AgentSpec(_DIRECT),
-            [],
-            tool_name=descriptor.name,
-            tool_args=args,
-            tool_descriptor=descriptor,
-            cwd=self.app.settings.cwd,
-        )
-        gate = await plugin.gate(ctx)
-        if isinstance(gate, Block):
+        verdict = await self.app.check_direct_call(tool.descriptor, args)
+        if verdict == "deny":
             raise Refusal(f"The call to {params.name} is refused: a remembered answer rejects it in this workspace.")
-        if not isinstance(gate, Suspend):
+        if verdict != "ask":
             return None
         if state is not None and state.get("k") == "permit":
             answer = (params.input_responses or {}).get("decision")
@@ -311,7 +259,7 @@ class CallRunner:
             if answer is None:
                 raise Refusal(f"{params.name} needs the user's approval, and the client did not answer.")
         decision = decision_from_answer(answer)
-        await plugin.on_decision(ctx, decision)
+        await self.app.remember(tool.descriptor, args, decision)
         if decision.action != "resume":
             raise Refusal(f"The user rejected the call to {params.name}.")
         return None
@@ -356,19 +304,20 @@ class CallRunner:
 
     async def _resume(self, args: dict[str, Any], call: ToolCall) -> AgentRunResult | None:
         run_id = args["run_id"]
-        record = await self.app.store.load_run(run_id)
-        if record is None:
+        try:
+            record = await self.app.waiting_run(run_id)
+        except DecisionSuperseded as exc:
+            raise Refusal(
+                f"Run {run_id} is not waiting for approval: {exc}. There is nothing to resume; call the agent tool "
+                "again (with session_id set to its thread_id to continue the conversation)."
+            ) from None
+        except InvalidResume:
             raise Refusal(
                 f"No run {run_id!r} exists. Use the run_id of an agent result whose status is waiting "
                 "(`awaken-stdio runs list --status waiting` lists them)."
-            )
-        if record.status != "waiting" or record.waiting is None:
-            raise Refusal(
-                f"Run {run_id} is {record.display_status}, not waiting for approval: there is nothing to resume. "
-                "Call the agent tool again (with session_id set to its thread_id to continue the conversation)."
-            )
-        pending = {t.tool_call_id for t in record.waiting.tickets}
-        decisions = []
+            ) from None
+        pending = {t.tool_call_id for t in record.waiting.tickets} if record.waiting else set[str]()
+        decisions: Decisions = []
         for item in args["decisions"]:
             if item["tool_call_id"] not in pending:
                 waiting = ", ".join(sorted(pending))

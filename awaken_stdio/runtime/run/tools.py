@@ -3,12 +3,16 @@
 Every call goes through :func:`invoke` (the tool found, its arguments checked, BEFORE/AFTER_TOOL_EXECUTE around
 it, its start written to the effect ledger so a crash before its result is checkpointed is never run twice unasked;
 the checkpoint that appends the result settles the mark), and its outcome is recorded by ``calls.commit_call``.
+The tool itself runs in :func:`execute_tool`, which a client's direct call outside any run (``App.call_tool``) shares.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import anyio
 
@@ -19,14 +23,24 @@ from awaken_stdio.contract.mailbox import EffectRecord
 from awaken_stdio.contract.messages import ToolCall, valid_text
 from awaken_stdio.contract.state import Snapshot, StateCommand
 from awaken_stdio.contract.suspension import ToolCallResume
-from awaken_stdio.contract.tools import Tool, ToolOutput, ToolResult, tool_error_result
+from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolOutput, ToolResult, tool_error_result
 from awaken_stdio.runtime.executors import INTERRUPTED, CallResult, executor_for
 from awaken_stdio.runtime.plugins import Block, GateDecision, Phase, SetResult, Suspend
 from awaken_stdio.runtime.run.calls import AWAITING_APPROVAL, commit_call, suspend_call
 from awaken_stdio.runtime.run.state import RunState
 from awaken_stdio.runtime.runtime_keys import ToolCallState
 
-__all__ = ["after_tool", "gate", "interrupt", "invoke", "not_found", "rejected", "run_tools"]
+__all__ = [
+    "Executed",
+    "after_tool",
+    "execute_tool",
+    "gate",
+    "interrupt",
+    "invoke",
+    "not_found",
+    "rejected",
+    "run_tools",
+]
 
 log = logging.getLogger(__name__)
 
@@ -119,39 +133,66 @@ async def invoke(
     )
     await run.commit(before)
     ctx = run.call_context(call, snapshot or run.state.snapshot(), state)
-    command = StateCommand()
-    started = executing = False
-    fatal: str | None = None
-    try:
-        # a stored conversation (message_from_json) may hold any JSON value there
-        args = call.arguments if isinstance(call.arguments, dict) else {}  # pyright: ignore[reportUnnecessaryIsInstance]
-        if _RAW_ARGUMENTS in args:  # the model's arguments were not JSON: let it fix them, never run on junk
-            raise ToolFailure(f"not valid JSON: {args[_RAW_ARGUMENTS]}", "invalid_arguments")
-        args = tool.validate_args(args)
+    started = False
+
+    async def mark() -> None:
+        nonlocal started
         started = await _effect_started(run, call, tool, resume)
-        executing = True
-        out = await tool.execute(args, ctx)
-        if isinstance(out, ToolOutput):
-            result, command = out.result, out.command
-        elif isinstance(out, ToolResult):
-            result = out
-        else:
-            result = ToolResult.success(call.name, out)
+
+    try:
+        done = await execute_tool(tool, call.arguments, ctx, before=mark)
     except anyio.get_cancelled_exc_class():
         if started:  # cancelled with the run, in a live process: not an unknown outcome to ask about later
             await _effect_finished(run, call, None)
         raise
-    except Exception as exc:
-        log.debug("tool %s failed", call.name, exc_info=True)
-        result = tool_error_result(call.name, exc)
-        # fatal only from the tool's own work: wrong arguments stay the model's to fix
-        if executing and isinstance(exc, ToolError) and not isinstance(exc, ToolFailure):
-            fatal = valid_text(f"{call.name}: {exc}")
-    if started and result.is_pending:  # no result reaches the conversation: the mark settles the call
-        await _effect_finished(run, call, result)
-    outcome = await after_tool(run, call, tool, result, command, resume)
-    outcome.fatal = fatal
+    if started and done.result.is_pending:  # no result reaches the conversation: the mark settles the call
+        await _effect_finished(run, call, done.result)
+    outcome = await after_tool(run, call, tool, done.result, done.command, resume)
+    outcome.fatal = done.fatal
     return outcome
+
+
+@dataclass(slots=True)
+class Executed:
+    """What one call of a tool came to: its result, the state command it returned, and ``fatal``, the reason to end
+    the run when the tool's own work raised a ``ToolError`` (wrong arguments stay the model's to fix)."""
+
+    result: ToolResult
+    command: StateCommand = field(default_factory=StateCommand)
+    fatal: str | None = None
+
+
+async def execute_tool(
+    tool: Tool,
+    args: Any,
+    ctx: ToolCallContext,
+    *,
+    before: Callable[[], Awaitable[None]] | None = None,
+    passing: tuple[type[Exception], ...] = (),
+) -> Executed:
+    """Run one call of ``tool``, a run's or a client's direct one (``App.call_tool``): its arguments checked,
+    ``before`` awaited (the effect ledger's mark), the tool run, and what it returned or raised made a result.
+    ``passing``: exceptions that are the caller's signals (an MCP client's question), raised on, not a failure."""
+    executing = False
+    try:
+        # a stored conversation (message_from_json) may hold any JSON value there
+        checked: dict[str, Any] = args if isinstance(args, dict) else {}
+        if _RAW_ARGUMENTS in checked:  # the model's arguments were not JSON: let it fix them, never run on junk
+            raise ToolFailure(f"not valid JSON: {checked[_RAW_ARGUMENTS]}", "invalid_arguments")
+        checked = tool.validate_args(checked)
+        if before is not None:
+            await before()
+        executing = True
+        out = await tool.execute(checked, ctx)
+    except passing:
+        raise
+    except Exception as exc:
+        log.debug("tool %s failed", tool.name, exc_info=True)
+        fatal = executing and isinstance(exc, ToolError) and not isinstance(exc, ToolFailure)
+        return Executed(tool_error_result(tool.name, exc), fatal=valid_text(f"{tool.name}: {exc}") if fatal else None)
+    if isinstance(out, ToolOutput):
+        return Executed(out.result, out.command)
+    return Executed(out if isinstance(out, ToolResult) else ToolResult.success(tool.name, out))
 
 
 async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: ToolCallResume | None) -> bool:
