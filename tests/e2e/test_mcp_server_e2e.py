@@ -203,7 +203,7 @@ async def test_waiting_then_resume_run(tmp_path: Path, mode: str) -> None:
         assert done.structured_content["status"] == "completed" and done.structured_content["response"] == "Done."
         again = await client.call_tool("resume_run", {"run_id": data["run_id"], "decisions": [
             {"tool_call_id": call_id, "approve": True}]})  # fmt: skip
-        assert again.is_error and "already decided" in again.content[0].text  # and by which process
+        assert again.is_error and "already decided from mcp by process" in again.content[0].text
         assert "completed" in again.content[0].text
         unknown = await client.call_tool("resume_run", {"run_id": "nope", "decisions": [
             {"tool_call_id": call_id, "approve": True}]})  # fmt: skip

@@ -18,7 +18,7 @@ import anyio
 from awaken_stdio.contract.errors import InvalidResume
 from awaken_stdio.contract.events import AgentEvent, RunFinish, ToolCallDone
 from awaken_stdio.contract.ids import new_id, now_ms
-from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.suspension import Decisions
 from awaken_stdio.protocols.acp import commands
 from awaken_stdio.protocols.acp.encoder import DescriptorLookup, TurnEncoder, stop_reason, tool_call
 from awaken_stdio.protocols.acp.permissions import Question, ask_permission
@@ -197,7 +197,7 @@ class Turns:
 
     async def _ask(
         self, session: Session, turn: Turn, ask: Ask, calls: list[Question], lookup: DescriptorLookup
-    ) -> list[tuple[str, ToolCallResume]] | None:
+    ) -> Decisions | None:
         """``_ask_all`` until ``ask`` is withdrawn; a withdrawn question is told in its calls and gives ``None``."""
         with ask.scope:
             decisions = await self._ask_all(session, turn, calls, lookup)
@@ -217,9 +217,9 @@ class Turns:
 
     async def _ask_all(
         self, session: Session, turn: Turn, calls: list[Question], lookup: DescriptorLookup
-    ) -> list[tuple[str, ToolCallResume]] | None:
+    ) -> Decisions | None:
         """Ask about each call in order; ``None`` when the person cancelled (the turn is then cancelled)."""
-        decisions: list[tuple[str, ToolCallResume]] = []
+        decisions: Decisions = []
         for question in calls:
             decision = await ask_permission(self.host.peer, session.id, question, lookup(question.tool_name))
             if decision is None or turn.cancelled:
@@ -250,7 +250,7 @@ class Turns:
             host = self.host.host_context(session)  # the file as it is now, through this editor
             calls = [Question.of(t, await app.preview(run, t, host)) for t in tickets]
             ask = Ask(run.run_id, [t.tool_call_id for t in tickets])
-            decisions: list[tuple[str, ToolCallResume]] | None = None
+            decisions: Decisions | None = None
             async with anyio.create_task_group() as watch:
                 watch.start_soon(self._watch_waiting, app, ask)
                 decisions = await self._ask(session, turn, ask, calls, lookup)

@@ -343,7 +343,7 @@ class CallRunner:
 
     async def _decide(self, run_id: str, decisions: Decisions, call: ToolCall) -> AgentRunResult | None:
         try:
-            return await self.app.decide(run_id, decisions, call.on_event)
+            return await self.app.decide(run_id, decisions, call.on_event, origin="mcp")
         except InvalidResume as exc:
             raise Refusal(f"Cannot resume run {run_id}: {exc}. It was probably decided already; nothing ran.") from None
         except ThreadAlreadyRunning:
