@@ -136,7 +136,7 @@ class AgentRuntime:
     def resolve(self, agent_id: str) -> ResolvedAgent:
         resolved = self._resolved.get(agent_id)
         if resolved is None:
-            resolved = self._resolved[agent_id] = resolve_agent(self, agent_id)
+            resolved = self._resolved[agent_id] = resolve_agent(self, agent_id, self.run)
         return resolved
 
     def default_agent_id(self) -> str:

@@ -17,7 +17,7 @@ from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, T
 from awaken_stdio.runtime.activation import RunActivation
 
 if TYPE_CHECKING:
-    from awaken_stdio.runtime.agent_runtime import AgentRuntime
+    from awaken_stdio.runtime.resolve import RunAgent
 
 __all__ = ["AgentTool", "delegate_tool_name"]
 
@@ -27,8 +27,8 @@ def delegate_tool_name(agent_id: str) -> str:
 
 
 class AgentTool(Tool):
-    def __init__(self, runtime: AgentRuntime, agent_id: str, description: str = "") -> None:
-        self.runtime = runtime
+    def __init__(self, run: RunAgent, agent_id: str, description: str = "") -> None:
+        self.run = run  # runs the child to its end (``AgentRuntime.run``)
         self.agent_id = agent_id
         self.descriptor = ToolDescriptor(
             delegate_tool_name(agent_id),
@@ -65,7 +65,7 @@ class AgentTool(Tool):
             services=dict(ctx.services),
         )
         try:
-            child = await self.runtime.run(activation)
+            child = await self.run(activation)
         except Exception as exc:
             await ctx.report_progress("failed", str(exc))
             return ToolResult.error(self.name, f"agent '{self.agent_id}' failed: {exc}")

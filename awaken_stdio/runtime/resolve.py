@@ -1,10 +1,15 @@
-"""Resolving an agent id into everything a run needs: spec, model executor, tools and plugin registrations."""
+"""Resolving an agent id into everything a run needs: spec, model executor, tools and plugin registrations.
+
+It reads what is registered (a :class:`Registry`, which ``AgentRuntime`` is) and gets the one way to run an agent
+that delegate tools need (``run``), so nothing here depends on the runtime that calls it.
+"""
 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.errors import AgentNotFound, ConfigError, ToolAlreadyRegistered
@@ -14,9 +19,28 @@ from awaken_stdio.runtime.phases import index_hooks
 from awaken_stdio.runtime.plugins import Phase, PhaseHook, Plugin, PluginRegistrar
 
 if TYPE_CHECKING:
-    from awaken_stdio.runtime.agent_runtime import AgentRuntime
+    from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 
-__all__ = ["ResolvedAgent", "active_plugins", "matches_any", "resolve_agent"]
+__all__ = ["Registry", "ResolvedAgent", "RunAgent", "active_plugins", "matches_any", "resolve_agent"]
+
+RunAgent = Callable[["RunActivation"], Awaitable["AgentRunResult"]]
+"""Run an agent to its end (what a delegate tool calls): ``AgentRuntime.run``."""
+
+
+class Registry(Protocol):
+    """What is registered: agents, models (executor and model name), tools and plugins."""
+
+    @property
+    def agents(self) -> Mapping[str, AgentSpec]: ...
+
+    @property
+    def models(self) -> Mapping[str, tuple[LlmExecutor, str]]: ...
+
+    @property
+    def tools(self) -> Mapping[str, Tool]: ...
+
+    @property
+    def plugins(self) -> Sequence[Plugin]: ...
 
 
 def matches_any(name: str, patterns: list[str]) -> bool:
@@ -39,7 +63,7 @@ class ResolvedAgent:
         return self.spec.id
 
 
-def resolve_agent(runtime: AgentRuntime, agent_id: str) -> ResolvedAgent:
+def resolve_agent(runtime: Registry, agent_id: str, run: RunAgent) -> ResolvedAgent:
     spec = runtime.agents.get(agent_id)
     if spec is None:
         raise AgentNotFound(agent_id)
@@ -71,14 +95,14 @@ def resolve_agent(runtime: AgentRuntime, agent_id: str) -> ResolvedAgent:
         for delegate in spec.delegates:
             if delegate not in runtime.agents:
                 raise ConfigError(f"agent {agent_id!r} delegates to {delegate!r}, which is not defined")
-            tool = AgentTool(runtime, delegate, runtime.agents[delegate].description)
+            tool = AgentTool(run, delegate, runtime.agents[delegate].description)
             tools[tool.name] = tool
     resolved = ResolvedAgent(spec, model_name, executor, tools, plugins, registrar, index_hooks(registrar.hooks))
     resolved.tool_json = [_tool_json(t) for t in tools.values()]
     return resolved
 
 
-def active_plugins(registered: list[Plugin], spec: AgentSpec) -> list[Plugin]:
+def active_plugins(registered: Sequence[Plugin], spec: AgentSpec) -> list[Plugin]:
     """The plugins ``spec`` uses, in registration order: the ones it lists and the always-active ones.
 
     A listed name no registered plugin has is a configuration error, as in the docs (``PluginNotFound``).
