@@ -30,7 +30,7 @@ _EXPORTS: dict[str, str] = {
     "AgentEvent": "awaken_stdio.contract.events",
     "AgentMetrics": "awaken_stdio.runtime.observability",
     "AgentNotFound": "awaken_stdio.contract.errors",
-    "AgentRunResult": "awaken_stdio.runtime.activation",
+    "AgentRunResult": "awaken_stdio.contract.activation",
     "AgentRuntime": "awaken_stdio.runtime.agent_runtime",
     "AgentSpec": "awaken_stdio.contract.agent",
     "AwakenError": "awaken_stdio.contract.errors",
@@ -64,7 +64,7 @@ _EXPORTS: dict[str, str] = {
     "ProfileAccess": "awaken_stdio.contract.profile",
     "ProfileKey": "awaken_stdio.contract.profile",
     "ProviderError": "awaken_stdio.contract.errors",
-    "RunActivation": "awaken_stdio.runtime.activation",
+    "RunActivation": "awaken_stdio.contract.activation",
     "RunError": "awaken_stdio.contract.errors",
     "RunIdentity": "awaken_stdio.contract.identity",
     "ScriptedModel": "awaken_stdio.providers.scripted",
@@ -101,6 +101,7 @@ __all__ = sorted(_EXPORTS, key=str.casefold)
 if TYPE_CHECKING:
     from awaken_stdio.app.assemble import build_runtime, open_runtime
     from awaken_stdio.app.config import Config, load_config
+    from awaken_stdio.contract.activation import AgentRunResult, RunActivation
     from awaken_stdio.contract.agent import AgentSpec, ModelSpec
     from awaken_stdio.contract.errors import (
         AgentNotFound,
@@ -128,7 +129,6 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.suspension import SuspendTicket, ToolCallResume
     from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolOutput, ToolResult
     from awaken_stdio.providers.scripted import FunctionModel, ScriptedModel
-    from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
     from awaken_stdio.runtime.handoff import HandoffPlugin
     from awaken_stdio.runtime.observability import AgentMetrics, InMemorySink, MetricsSink, ObservabilityPlugin

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.mailbox import DispatchRequest, RunDispatch
@@ -30,7 +31,6 @@ from awaken_stdio.contract.stores import RunRecord, Store
 from awaken_stdio.contract.suspension import PendingToolCall, SuspendTicket, Suspension, ToolCallResume
 from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor
 from awaken_stdio.providers.scripted import ScriptedModel
-from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.runtime.plugins import GateDecision, PhaseContext, Plugin, PluginRegistrar, Suspend
 from awaken_stdio.stores import open_store

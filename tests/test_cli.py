@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.providers.scripted import ScriptedModel
-from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.stores import open_store
 

@@ -34,10 +34,10 @@ from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext, Tool
 
 if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
+    from awaken_stdio.contract.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.contract.preview import ToolPreview
     from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store, WaitingTicket
     from awaken_stdio.contract.suspension import Decisions, ToolCallResume
-    from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
     from awaken_stdio.runtime.permission import Behavior
     from awaken_stdio.tools.mcp import McpServerStatus, McpToolsets

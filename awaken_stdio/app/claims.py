@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 import anyio
 
+from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.errors import AgentNotFound, DecisionTargetNotFound, InvalidResume, ProviderError, UsageError
 from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.mailbox import RunDispatch
-from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 
 __all__ = [
     "DecisionSuperseded",

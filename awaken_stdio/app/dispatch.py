@@ -47,6 +47,7 @@ from awaken_stdio.app.claims import (
     consumer_id,
     owner_is_dead,
 )
+from awaken_stdio.contract.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.contract.errors import (
     DecisionTargetNotFound,
     InvalidResume,
@@ -59,7 +60,6 @@ from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import DispatchKind, DispatchRequest, RunDispatch, retry_delay_ms
 from awaken_stdio.contract.stores import RunRecord
 from awaken_stdio.contract.suspension import Decisions
-from awaken_stdio.runtime.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 
 __all__ = ["ContextFactory", "MailboxConfig", "MailboxService"]  # MailboxConfig: the service's own settings

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.suspension import PendingToolCall, SuspendTicket, Suspension
 from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolResult
-from awaken_stdio.runtime.activation import RunActivation
 
 if TYPE_CHECKING:
     from awaken_stdio.runtime.resolve import RunAgent

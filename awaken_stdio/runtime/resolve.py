@@ -19,7 +19,7 @@ from awaken_stdio.runtime.phases import index_hooks
 from awaken_stdio.runtime.plugins import Phase, PhaseHook, Plugin, PluginRegistrar
 
 if TYPE_CHECKING:
-    from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
+    from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 
 __all__ = ["Registry", "ResolvedAgent", "RunAgent", "active_plugins", "matches_any", "resolve_agent"]
 

@@ -19,11 +19,11 @@ import anyio
 
 from awaken_stdio.app.app import App, load_settings, open_app
 from awaken_stdio.app.dispatch import MailboxConfig
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.events import AgentEvent, RunFinish
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import RunRecord
 from awaken_stdio.contract.suspension import ToolCallResume
-from awaken_stdio.runtime.activation import RunActivation
 
 FAST = MailboxConfig(poll_every_s=0.05, sweep_every_s=0.2, renew_every_s=0.5)
 

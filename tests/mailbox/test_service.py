@@ -10,6 +10,7 @@ import pytest
 
 from awaken_stdio.app.claims import classify_error, owner_is_dead
 from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
+from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.errors import (
     AgentNotFound,
     DecisionTargetNotFound,
@@ -23,7 +24,6 @@ from awaken_stdio.contract.mailbox import DispatchRequest, RunDispatch
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import Checkpoint, LoadedThread, Store
 from awaken_stdio.contract.suspension import ToolCallResume
-from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.runtime.runtime_keys import TOOL_CALL_STATES
 from awaken_stdio.stores.memory import MemoryStore

@@ -10,13 +10,13 @@ from typing import Any
 import anyio
 import pytest
 
+from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.events import ActivitySnapshot, RunFinish, StepStart, TextDelta
 from awaken_stdio.contract.inference import InferenceRequest
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.tools import ToolCallContext
-from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.runtime.executors import INTERRUPTED
 from tests.runtime.helpers import (

@@ -10,6 +10,7 @@ import pytest
 
 from awaken_stdio.app.assemble import agent_spec
 from awaken_stdio.app.config import parse_config
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.errors import ConfigError, ProviderError, ThreadAlreadyRunning
 from awaken_stdio.contract.events import TextDelta
@@ -17,7 +18,6 @@ from awaken_stdio.contract.inference import InferenceRequest, ModelCapabilities
 from awaken_stdio.contract.messages import ImageBlock, Message, TextBlock, ToolCall
 from awaken_stdio.providers.scripted import FunctionModel
 from awaken_stdio.runtime import compaction
-from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.runtime.compaction import (
     SUMMARY_SYSTEM,

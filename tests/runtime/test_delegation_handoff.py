@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.events import ActivitySnapshot, RunStart, StepStart
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.contract.tools import ToolCallContext, ToolOutput, ToolResult
-from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.handoff import HandoffPlugin, request_handoff
 from awaken_stdio.runtime.plugins import MutationBatch
 from tests.runtime.helpers import (

@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.errors import DecisionTargetNotFound, InvalidResume
 from awaken_stdio.contract.events import (
     AgentEvent,
@@ -24,7 +25,6 @@ from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.contract.tools import ToolCallContext, ToolDescriptor, ToolResult
-from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.runtime.runtime_keys import TOOL_CALL_STATES, ToolCallState
 from tests.runtime.helpers import (

@@ -7,12 +7,12 @@ from typing import Any
 import anyio
 import pytest
 
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.errors import ProviderError, ThreadAlreadyRunning
 from awaken_stdio.contract.events import ErrorEvent, RunFinish, RunResult, StepStart, ToolCallDone
 from awaken_stdio.contract.inference import InferenceRequest
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message
-from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.plugins import Phase, PhaseContext, Plugin, PluginRegistrar
 from awaken_stdio.runtime.run.loop import SUPERSEDED
 from awaken_stdio.runtime.runtime_keys import TOOL_CALL_STATES

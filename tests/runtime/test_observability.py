@@ -10,11 +10,11 @@ from typing import Any
 import anyio
 import pytest
 
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.errors import ProviderError, ToolError
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.tools import ToolCallContext, ToolResult
 from awaken_stdio.runtime import observability
-from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.observability import (
     InferenceEvent,
     InMemorySink,

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.contract.ids import now_ms
@@ -15,7 +16,6 @@ from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import PermissionGrant
 from awaken_stdio.contract.suspension import PERMISSION_ACTION, ToolCallResume
 from awaken_stdio.contract.tools import ToolDescriptor
-from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.runtime.permission import (
     GLOBAL_WORKSPACE,

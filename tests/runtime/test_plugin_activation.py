@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.contract.inference import InferenceRequest
 from awaken_stdio.contract.messages import Message, TextBlock
 from awaken_stdio.contract.state import StateCommand
-from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.plugins import Phase, PhaseContext, Plugin, PluginRegistrar
 from tests.runtime.helpers import FnTool, RequestLog, call, make_runtime, tool_messages, turn
 

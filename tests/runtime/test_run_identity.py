@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.identity import RunIdentity
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.profile import ProfileAccess, ProfileKey, StateScope
 from awaken_stdio.contract.state import StateCommand
 from awaken_stdio.contract.tools import ToolCallContext
-from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.plugins import Phase, PhaseContext, Plugin, PluginRegistrar
 from awaken_stdio.stores import open_store
 from tests.runtime.helpers import FnTool, call, make_runtime, turn

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.errors import StoreError
 from awaken_stdio.contract.events import AgentEvent, ErrorEvent, RunFinish, TextDelta
@@ -20,7 +21,6 @@ from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.state import StateCommand
 from awaken_stdio.contract.stores import Checkpoint, Store
 from awaken_stdio.contract.tools import ToolCallContext
-from awaken_stdio.runtime.activation import RunActivation
 from awaken_stdio.runtime.plugins import Block, Phase, PhaseContext, Plugin, PluginRegistrar
 from awaken_stdio.stores import open_store
 from tests.runtime.helpers import FixedGate, FnTool, Recorder, call, done_by_id, make_runtime, turn

@@ -27,9 +27,9 @@ from awaken_stdio.protocols.jsonrpc import INTERNAL_ERROR, JsonRpcError, JsonRpc
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App
+    from awaken_stdio.contract.activation import RunActivation
     from awaken_stdio.contract.messages import Message
     from awaken_stdio.contract.tools import ToolDescriptor
-    from awaken_stdio.runtime.activation import RunActivation
 
 __all__ = ["TurnHost", "Turns", "descriptors"]
 
@@ -295,7 +295,7 @@ class Turns:
 
     def _context(self, session: Session, messages: list[Message], **fields: Any) -> RunActivation:
         """An activation carrying the session's agent, working directory, editor services and MCP tools."""
-        from awaken_stdio.runtime.activation import RunActivation
+        from awaken_stdio.contract.activation import RunActivation
 
         return RunActivation(
             messages,

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from awaken_stdio.app.claims import DecisionSuperseded
+from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.channel import CLIENT_CHANNEL
 from awaken_stdio.contract.content import to_wire
 from awaken_stdio.contract.errors import AwakenError, InvalidResume, ThreadAlreadyRunning
@@ -50,7 +51,6 @@ from awaken_stdio.protocols.mcp.approvals import (
 )
 from awaken_stdio.protocols.mcp.channel import InputRequired, McpChannel
 from awaken_stdio.protocols.mcp.wire import HEARTBEAT_S, LOG_LEVELS, LogLevel, Request, text_block
-from awaken_stdio.runtime.activation import AgentRunResult, RunActivation
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import anyio
 
+from awaken_stdio.contract.activation import AgentRunResult
 from awaken_stdio.contract.errors import InvalidResume, ProviderError, VersionConflict
 from awaken_stdio.contract.events import ErrorEvent, RunFinish, RunResult
 from awaken_stdio.contract.ids import new_id, now_ms
@@ -19,7 +20,6 @@ from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message, TextBlock, valid_text
 from awaken_stdio.contract.state import PersistedState, StateCommand
 from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
-from awaken_stdio.runtime.activation import AgentRunResult
 from awaken_stdio.runtime.plugins import Phase
 from awaken_stdio.runtime.run.calls import CANCELLED_WITH_RUN, cancel_suspended, cancelled_calls
 from awaken_stdio.runtime.run.state import RunState

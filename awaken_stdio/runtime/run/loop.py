@@ -12,13 +12,13 @@ from dataclasses import replace
 
 import anyio
 
+from awaken_stdio.contract.activation import AgentRunResult
 from awaken_stdio.contract.events import RunStart, StepEnd, StepStart
 from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.inference import StreamResult
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message, TextBlock
 from awaken_stdio.contract.state import MutationBatch, StateCommand
-from awaken_stdio.runtime.activation import AgentRunResult
 from awaken_stdio.runtime.plugins import Phase
 from awaken_stdio.runtime.run.calls import cancel_suspended, set_waiting
 from awaken_stdio.runtime.run.finish import checkpoint, fail, finish_or_fail, result

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from awaken_stdio.contract.activation import EventSink, RunActivation
 from awaken_stdio.contract.events import AgentEvent, StateSnapshot
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import MailboxStore
@@ -22,7 +23,6 @@ from awaken_stdio.contract.profile import ProfileAccess
 from awaken_stdio.contract.state import Snapshot, StateCommand
 from awaken_stdio.contract.stores import RunRecord, Store
 from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext
-from awaken_stdio.runtime.activation import EventSink, RunActivation
 from awaken_stdio.runtime.frontend import FrontEndTool
 from awaken_stdio.runtime.phases import PhaseEngine
 from awaken_stdio.runtime.plugins import Phase, PhaseContext

@@ -88,11 +88,11 @@ def test_decisions(answer: object, action: str, policy: str) -> None:
 
 
 def test_a_call_asked_again_after_a_crash_says_its_outcome_is_unknown() -> None:
+    from awaken_stdio.contract.activation import AgentRunResult
     from awaken_stdio.contract.lifecycle import TerminationReason
     from awaken_stdio.contract.stores import WaitingTicket
     from awaken_stdio.contract.suspension import OUTCOME_UNKNOWN_ACTION, PERMISSION_ACTION
     from awaken_stdio.protocols.mcp.calls import _ticket_question, run_result
-    from awaken_stdio.runtime.activation import AgentRunResult
 
     note = "The earlier attempt of tool 'run_command' was interrupted and its outcome is unknown"
     again = WaitingTicket("perm_c1", "c1", "run_command", {"command": "make"}, "replay_tool_call",
@@ -108,9 +108,9 @@ def test_a_call_asked_again_after_a_crash_says_its_outcome_is_unknown() -> None:
 
 
 def test_a_failed_run_says_why() -> None:
+    from awaken_stdio.contract.activation import AgentRunResult
     from awaken_stdio.contract.lifecycle import TerminationReason
     from awaken_stdio.protocols.mcp.calls import run_result
-    from awaken_stdio.runtime.activation import AgentRunResult
 
     result = AgentRunResult("r1", "t1", "coder", "", TerminationReason.error("explode: the disk is on fire"), 1,
                             status="failed", status_reason="explode: the disk is on fire")  # fmt: skip

@@ -1,0 +1,77 @@
+"""What starts a run and what a run returns."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from awaken_stdio.contract.errors import UsageError
+from awaken_stdio.contract.events import AgentEvent
+from awaken_stdio.contract.inference import TokenUsage
+from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.stores import DisplayStatus, WaitingTicket
+from awaken_stdio.contract.suspension import Decisions
+from awaken_stdio.contract.tools import Tool, ToolDescriptor
+
+__all__ = ["AgentRunResult", "EventSink", "RunActivation"]
+
+EventSink = Callable[[AgentEvent], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class RunActivation:
+    """One request to run an agent on a thread.
+
+    ``decisions`` resume suspended calls of the thread (by call id or suspension id); with
+    ``wait_for_decisions`` a run that suspends stays alive in-process and takes further decisions through
+    :meth:`AgentRuntime.send_decisions`, otherwise it returns ``suspended`` and a later activation resumes it.
+    """
+
+    messages: list[Message] = field(default_factory=list)
+    thread_id: str | None = None
+    agent_id: str | None = None
+    decisions: Decisions = field(default_factory=list)
+    run_id: str | None = None
+    continue_run_id: str | None = None
+    parent_run_id: str | None = None
+    parent_thread_id: str | None = None
+    parent_tool_call_id: str | None = None
+    session_id: str | None = None
+    origin: str = "user"
+    cwd: str | None = None
+    services: dict[str, Any] = field(default_factory=dict)
+    frontend_tools: list[ToolDescriptor] = field(default_factory=list)
+    tools: list[Tool] = field(default_factory=list)  # offered for this run only (e.g. an ACP session's MCP servers)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    wait_for_decisions: bool = False
+
+    def validate(self) -> None:
+        for m in self.messages:
+            if m.role not in ("user", "system", "assistant", "tool"):
+                raise UsageError(f"invalid message role: {m.role}")
+        if self.continue_run_id and not self.thread_id:
+            raise UsageError("continuing a run needs its thread id")
+
+    @property
+    def has_visible_user_message(self) -> bool:
+        return any(m.role == "user" and not m.internal for m in self.messages)
+
+
+@dataclass(slots=True)
+class AgentRunResult:
+    """How a run ended. ``status`` is ``completed`` only for a natural end; a stopped, blocked or erroneous run is
+    ``failed`` with ``status_reason`` saying why (``stopped: max_rounds``, ``blocked: <message>``, a fatal tool's
+    ``<tool>: <message>``)."""
+
+    run_id: str
+    thread_id: str
+    agent_id: str
+    response: str
+    termination: TerminationReason
+    steps: int
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    status: DisplayStatus = "completed"
+    pending: list[WaitingTicket] = field(default_factory=list)
+    status_reason: str | None = None
