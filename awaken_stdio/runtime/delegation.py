@@ -8,18 +8,19 @@ is cancelled is an error result for the parent, with the child's reason.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from awaken_stdio.contract.activation import RunActivation
+from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.suspension import PendingToolCall, SuspendTicket, Suspension
 from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolDescriptor, ToolResult
 
-if TYPE_CHECKING:
-    from awaken_stdio.runtime.resolve import RunAgent
+__all__ = ["AgentTool", "RunAgent", "delegate_tool_name"]
 
-__all__ = ["AgentTool", "delegate_tool_name"]
+RunAgent = Callable[[RunActivation], Awaitable[AgentRunResult]]
+"""Run an agent to its end (what a delegate tool calls): ``AgentRuntime.run``."""
 
 
 def delegate_tool_name(agent_id: str) -> str:

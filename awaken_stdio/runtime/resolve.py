@@ -7,24 +7,19 @@ that delegate tools need (``run``), so nothing here depends on the runtime that 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from awaken_stdio.contract.agent import AgentSpec
 from awaken_stdio.contract.errors import AgentNotFound, ConfigError, ToolAlreadyRegistered
 from awaken_stdio.contract.inference import LlmExecutor
 from awaken_stdio.contract.tools import Tool
+from awaken_stdio.runtime.delegation import AgentTool, RunAgent
 from awaken_stdio.runtime.phases import index_hooks
 from awaken_stdio.runtime.plugins import Phase, PhaseHook, Plugin, PluginRegistrar
 
-if TYPE_CHECKING:
-    from awaken_stdio.contract.activation import AgentRunResult, RunActivation
-
-__all__ = ["Registry", "ResolvedAgent", "RunAgent", "active_plugins", "matches_any", "resolve_agent"]
-
-RunAgent = Callable[["RunActivation"], Awaitable["AgentRunResult"]]
-"""Run an agent to its end (what a delegate tool calls): ``AgentRuntime.run``."""
+__all__ = ["Registry", "ResolvedAgent", "active_plugins", "matches_any", "resolve_agent"]
 
 
 class Registry(Protocol):
@@ -90,8 +85,6 @@ def resolve_agent(runtime: Registry, agent_id: str, run: RunAgent) -> ResolvedAg
             raise ToolAlreadyRegistered(name)
         tools[name] = tool
     if spec.delegates:
-        from awaken_stdio.runtime.delegation import AgentTool
-
         for delegate in spec.delegates:
             if delegate not in runtime.agents:
                 raise ConfigError(f"agent {agent_id!r} delegates to {delegate!r}, which is not defined")

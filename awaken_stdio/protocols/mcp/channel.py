@@ -14,7 +14,7 @@ tool's, and in the 2026 era their questions fail (the run cannot be replayed fro
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from awaken_stdio.contract.channel import Elicited, LogLevel, Sampled
 from awaken_stdio.contract.errors import ProviderError, ToolFailure
@@ -22,9 +22,9 @@ from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
 from awaken_stdio.protocols.mcp.approvals import can_elicit
 
 if TYPE_CHECKING:
-    from awaken_stdio.protocols.mcp.calls import ToolCall
+    from awaken_stdio.protocols.mcp.wire import Request
 
-__all__ = ["ASK_TIMEOUT_S", "ClientModel", "InputRequired", "McpChannel"]
+__all__ = ["ASK_TIMEOUT_S", "CallSide", "ClientModel", "InputRequired", "McpChannel"]
 
 ASK_TIMEOUT_S = 600.0  # a person answering a form, or a host's model answering
 
@@ -38,6 +38,17 @@ class InputRequired(Exception):
         self.answers = answers
 
 
+class CallSide(Protocol):
+    """The ``tools/call`` a channel talks back through (``calls.ToolCall``): its request, its log and progress."""
+
+    @property
+    def request(self) -> Request: ...
+
+    async def log(self, level: LogLevel, text: str, *, unset: LogLevel | None = None) -> None: ...
+
+    async def report(self, done: float, total: float | None, message: str | None) -> None: ...
+
+
 class McpChannel:
     """The client of one ``tools/call``. ``in_run``: for the tools of the agent run that call started, whose progress
     is the agent tool's own (so theirs stays theirs) and whose questions cannot be 2026-era rounds (the run cannot be
@@ -46,7 +57,7 @@ class McpChannel:
     def __init__(
         self,
         peer: JsonRpcPeer,
-        call: ToolCall,
+        call: CallSide,
         tool: str,
         answers: dict[str, Any] | None = None,
         *,
