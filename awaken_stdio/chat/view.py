@@ -8,7 +8,6 @@ is printed once, complete, without colour.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,8 @@ from rich.markup import escape
 from rich.spinner import Spinner
 from rich.syntax import Syntax
 from rich.text import Text
+
+from awaken_stdio.contract.preview import FileChange
 
 __all__ = ["View"]
 
@@ -161,10 +162,8 @@ class View:
 
     def diff(self, diff: dict[str, Any]) -> None:
         """A file change as a coloured unified diff (at most :data:`_DIFF_LINES` lines)."""
-        path = self._shown(diff.get("path", ""))
-        old = (diff.get("oldText") or "").splitlines()
-        new = (diff.get("newText") or "").splitlines()
-        lines = list(difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm=""))
+        old, new = diff.get("oldText"), diff.get("newText") or ""
+        lines = FileChange(diff.get("path", ""), old, new).unified(str(self.cwd))
         self.console.print(
             Syntax("\n".join(lines[:_DIFF_LINES]), "diff", theme=_CODE_THEME, background_color="default")
         )
@@ -185,13 +184,6 @@ class View:
             elif item.get("type") == "content":
                 self.console.print(Markdown(item.get("content", {}).get("text", ""), code_theme=_CODE_THEME))
         return call.get("title") or known.title
-
-    def _shown(self, path: str) -> str:
-        """A path as the diff header shows it: relative to the working directory when inside it."""
-        try:
-            return str(Path(path).relative_to(self.cwd))
-        except ValueError:
-            return path.lstrip("/")
 
     def _plan(self, entries: list[dict[str, Any]]) -> None:
         lines = Text("Plan", style="bold")

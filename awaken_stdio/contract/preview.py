@@ -32,8 +32,8 @@ class FileChange:
         import difflib
         import os.path
 
-        shown = self.path
-        if cwd and os.path.commonpath([cwd, self.path]) == cwd:
+        shown = self.path.lstrip("/")  # outside cwd: ``a/abs/path``, as git shows it
+        if cwd and os.path.isabs(self.path) and os.path.commonpath([cwd, self.path]) == cwd:
             shown = os.path.relpath(self.path, cwd)
         old = (self.old_text or "").splitlines()
         before = "/dev/null" if self.old_text is None else f"a/{shown}"

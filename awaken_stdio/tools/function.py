@@ -147,9 +147,7 @@ class FunctionTool(Tool):
 
     async def execute(self, args: dict[str, Any] | None, ctx: ToolCallContext) -> Any:
         """Call the function; its return value is made JSON-ready unless it already is a result."""
-        sig = self._signature
-        instance = args.take(sig) if isinstance(args, _CheckedArgs) else None
-        posargs, kwargs = sig.call_args(instance if instance is not None else sig.validate(args), ctx)
+        posargs, kwargs = self._bound(args, ctx)
         try:
             if self._is_async:
                 value = await self.func(*posargs, **kwargs)
@@ -180,8 +178,14 @@ class FunctionTool(Tool):
     async def preview(self, args: dict[str, Any] | None, ctx: ToolCallContext) -> ToolPreview | None:
         if self._previewer is None:
             return None
-        posargs, kwargs = self._signature.call_args(self._signature.validate(args), ctx)
+        posargs, kwargs = self._bound(args, ctx)
         return await self._previewer(*posargs, **kwargs)
+
+    def _bound(self, args: dict[str, Any] | None, ctx: ToolCallContext) -> tuple[list[Any], dict[str, Any]]:
+        """The function's arguments: the model ``validate_args`` checked (validated again only when there is none)."""
+        sig = self._signature
+        instance = args.take(sig) if isinstance(args, _CheckedArgs) else None
+        return sig.call_args(instance if instance is not None else sig.validate(args), ctx)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)

@@ -14,3 +14,8 @@ def test_the_preview_of_a_long_change_is_shortened_for_plain_text(tmp_path: Path
     assert len(lines) == 10 and lines[0] == "--- a/f.txt" and lines[-1].startswith("… ")
     command = ToolPreview(command="make test", cwd="/w").summary()
     assert command == "$ make test\n(in /w)"
+
+
+def test_a_file_outside_cwd_keeps_its_path_and_a_new_file_comes_from_nothing(tmp_path: Path) -> None:
+    lines = FileChange("/etc/x.conf", None, "a\n").unified(str(tmp_path))
+    assert lines[:2] == ["--- /dev/null", "+++ b/etc/x.conf"]
