@@ -8,6 +8,7 @@ real agent process and the official ACP SDK client; every message is checked aga
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -109,3 +110,18 @@ async def test_the_question_asked_again_after_kill_and_load_shows_the_file_as_it
         (diff,) = asked(second)[0]["content"]
     assert (diff["oldText"], diff["newText"]) == (EDITOR + "four\n", "one\n2\nthree\nfour\n")
     assert (harness.workspace / "a.txt").read_text() == diff["newText"]  # what was shown is what ran
+
+
+async def test_a_write_in_an_additional_directory_is_previewed_within_the_session_roots(
+    harness: Harness, tmp_path: Path
+) -> None:
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    target = str(extra / "b.txt")
+    configure(harness, {"name": "write_file", "arguments": {"path": target, "content": "in\n"}})
+    async with harness.spawn(fs=True) as agent:
+        session = await agent.new_session(additional_directories=[str(extra)])
+        assert await agent.prompt(session, "write it") == "end_turn"
+        (call,) = asked(agent)
+        assert call["content"] == [{"type": "diff", "path": target, "oldText": None, "newText": "in\n"}]
+        assert agent.client.files[target] == "in\n"  # approved: through the editor, as an allowed write would be
