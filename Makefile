@@ -26,6 +26,7 @@ format: $(PY)
 	$(PY) -m ruff check --fix awaken_stdio tests bench
 
 bench: $(PY)
+	$(PY) -m pip install -q -e ".[dev,all,bench]"  # as `make install`, plus agno: the in-memory run's baseline
 	$(PY) -m bench
 
 schemas: $(PY)
