@@ -1,6 +1,8 @@
 """The effect ledger's marks and the transactions of a run on SQLite (issue 16): a tool that changes something is
 marked ``started`` before it runs and settled by the checkpoint that appends its result; a read-only tool and a
-memory store need no mark; a run writes one transaction per step, its last step's with the run's end."""
+memory store need no mark; a run writes at most one transaction per step, its last step's with the run's end, the
+step ends reached while a write is in flight coalesced into the next, and all of them in the store before a tool
+that changes something runs."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from awaken_stdio.contract.errors import StoreError
 from awaken_stdio.contract.mailbox import EffectRecord
 from awaken_stdio.contract.stores import Store
 from awaken_stdio.contract.suspension import ToolCallResume
@@ -54,8 +57,7 @@ async def test_a_write_is_marked_before_it_runs_and_settled_with_its_result(tmp_
 
 
 async def test_a_read_only_tool_and_a_memory_store_leave_no_mark(tmp_path: Path) -> None:
-    reader = FnTool("read")
-    reader.descriptor = ToolDescriptor("read", "Reads.", read_only=True)
+    reader = _reader()
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         runtime = make_runtime([turn("", call("read", id="c1")), turn("done")], tools=[reader], store=store)
         result = await runtime.run("go")
@@ -66,15 +68,57 @@ async def test_a_read_only_tool_and_a_memory_store_leave_no_mark(tmp_path: Path)
         assert await ledger(store, result.thread_id, "c2") == []
 
 
-async def test_a_ten_step_run_writes_one_transaction_a_step(tmp_path: Path) -> None:
+def _reader() -> FnTool:
     reader = FnTool("read")
     reader.descriptor = ToolDescriptor("read", "Reads.", read_only=True)
+    return reader
+
+
+async def test_a_ten_step_run_coalesces_its_step_writes(tmp_path: Path) -> None:
     turns = [turn(f"step {i}", call("read", {"i": i})) for i in range(9)] + [turn("done")]
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
-        runtime = make_runtime(turns, tools=[reader], store=store, max_rounds=20)
+        runtime = make_runtime(turns, tools=[_reader()], store=store, max_rounds=20)
         seen = await begins(store)
         result = await runtime.run("go")
-        assert result.steps == 10 and len(seen) == 10  # nine step checkpoints, the last step's with the end
+        # a write in flight while the loop goes on: fewer writes than steps, never more, the last with the end
+        assert result.steps == 10 and 2 <= len(seen) < 10, seen
+        stored = await store.load_messages(result.thread_id)
+        assert len(stored) == 1 + 9 * 2 + 1 and stored[-1].text == "done"
+        record = await store.load_run(result.run_id)
+        assert record is not None and record.status == "done" and record.steps == 10
+
+
+async def test_the_steps_behind_are_stored_before_a_tool_that_changes_something_runs(tmp_path: Path) -> None:
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        stored_when_run: list[int] = []
+
+        async def write(args: dict[str, Any], ctx: ToolCallContext) -> str:
+            stored_when_run.append(len(await store.load_messages(ctx.thread_id)))
+            return "written"
+
+        turns = [turn(f"step {i}", call("read", {"i": i})) for i in range(3)]
+        turns += [turn("now", call("write", id="w1")), turn("done")]
+        runtime = make_runtime(turns, tools=[_reader(), FnTool("write", write)], store=store)
+        result = await runtime.run("go")
+        assert result.status == "completed"
+        assert stored_when_run == [1 + 3 * 2]  # the prompt and three read steps; its own step comes with its result
+
+
+async def test_a_step_write_that_fails_fails_the_run_before_anything_changes(tmp_path: Path) -> None:
+    """The store refuses the second step's messages (a real SQLite error, raised by a trigger): the run fails with
+    it, and the tool that would change something, two steps later, never runs."""
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        await store._writer.execute(  # type: ignore[attr-defined]
+            "CREATE TEMP TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.seq >= 3 "
+            "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+        )
+        writer = FnTool("write")
+        turns = [turn(f"step {i}", call("read", {"i": i})) for i in range(3)]
+        turns += [turn("now", call("write")), turn("done")]
+        runtime = make_runtime(turns, tools=[_reader(), writer], store=store)
+        with pytest.raises(StoreError, match="disk is full"):
+            await runtime.run("go")
+        assert writer.calls == []
 
 
 async def test_a_call_that_asks_for_a_decision_is_not_asked_again_as_unknown(tmp_path: Path) -> None:

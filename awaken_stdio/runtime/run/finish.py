@@ -3,14 +3,22 @@
 The conversation and the run record reach the store only here: at every step end, before anyone is asked
 anything, and at the end (finished, cancelled or failed), never per event. A run waiting in the store that no
 process runs is ended here too (``cancel_stored``), and every write goes through one retry (``write_checkpoint``).
+
+On a durable store a step end does not wait for its write (``checkpoint_soon``): one write is in flight at a time,
+on the database's own thread, while the loop goes on, and the step ends reached meanwhile are coalesced into the
+next write. Everything the world outside the process sees waits for them (``flush``): a tool's durable start
+mark, a question, the run's end. A crash can so lose only steps that did nothing outside the process (model turns,
+read-only tools); they are done again, and nothing that had an effect is.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import anyio
+from anyio.abc import TaskGroup
 
 from awaken_stdio.contract.activation import AgentRunResult
 from awaken_stdio.contract.errors import InvalidResume, ProviderError, VersionConflict
@@ -27,10 +35,13 @@ from awaken_stdio.runtime.runtime_keys import RUN_LIFECYCLE, TOOL_CALL_STATES, L
 
 __all__ = [
     "CHECKPOINT_RETRIES",
+    "WriteBehind",
     "cancel_stored",
     "checkpoint",
+    "checkpoint_soon",
     "fail",
     "finish_or_fail",
+    "flush",
     "result",
     "write_checkpoint",
 ]
@@ -56,21 +67,86 @@ def _sync_record(run: RunState) -> RunRecord:
 
 
 async def checkpoint(run: RunState) -> None:
-    """Write the new messages, the run record and the thread state in one atomic store call."""
+    """Write the new messages, the run record and the thread state in one atomic store call (after any write
+    still behind the loop)."""
     if run.store is None:
         return
-    record = _sync_record(run).copy()
-    thread_state = run.state.export_thread_scoped()
-    new = run.messages[run.written :]
-
-    def after(loaded: LoadedThread | None) -> Checkpoint:  # another writer appended meanwhile: ours go after theirs
-        return Checkpoint(run.thread_id, loaded.thread.message_count if loaded else 0, new, record, thread_state)
-
+    store = run.store
     with anyio.CancelScope(shield=True):
+        await flush(run)
+        upto, record, thread_state = _snapshot(run)
+        new = run.messages[run.written : upto]
+
+        def after(loaded: LoadedThread | None) -> Checkpoint:  # another writer appended meanwhile: ours go after
+            return Checkpoint(run.thread_id, loaded.thread.message_count if loaded else 0, new, record, thread_state)
+
         first = Checkpoint(run.thread_id, run.stored_count, new, record, thread_state)
-        written = await write_checkpoint(run.store, run.thread_id, after, first)
-        run.written += len(new)
+        written = await write_checkpoint(store, run.thread_id, after, first)
+        run.written = upto
         run.stored_count = written.expected_message_count + len(new)
+
+
+def _snapshot(run: RunState) -> tuple[int, RunRecord, PersistedState]:
+    """What a checkpoint taken now holds: the conversation up to here, the run record and the thread state."""
+    return len(run.messages), _sync_record(run).copy(), run.state.export_thread_scoped()
+
+
+@dataclass(slots=True)
+class WriteBehind:
+    """The step checkpoints of one run on a durable store, written behind its loop by tasks of ``group``."""
+
+    group: TaskGroup
+    wanted: tuple[int, RunRecord, PersistedState] | None = None  # the latest step end not yet in flight
+    busy: bool = False
+    idle: anyio.Event = field(default_factory=anyio.Event)
+    error: Exception | None = None  # what a write behind raised, for the next ``flush`` to raise
+
+
+async def checkpoint_soon(run: RunState) -> None:
+    """A step end's checkpoint: written now (in memory, or outside a write-behind run), or behind the loop."""
+    behind = run.behind
+    if behind is None:
+        await checkpoint(run)
+        return
+    behind.wanted = _snapshot(run)
+    if not behind.busy:
+        behind.busy, behind.idle = True, anyio.Event()
+        behind.group.start_soon(_write_behind, run, behind)
+
+
+async def _write_behind(run: RunState, behind: WriteBehind) -> None:
+    """Write the wanted step ends, latest first taken, until none is left. Shielded, and its own record of what
+    reached the store is exact: a conversation written twice is the one thing a retry could not undo."""
+    assert run.store is not None
+    with anyio.CancelScope(shield=True):
+        try:
+            while behind.wanted is not None and behind.error is None:
+                upto, record, thread_state = behind.wanted
+                behind.wanted = None
+                new = run.messages[run.written : upto]
+                await run.store.checkpoint(Checkpoint(run.thread_id, run.stored_count, new, record, thread_state))
+                run.written = upto
+                run.stored_count += len(new)
+        except Exception as exc:  # raised by the next flush, where the loop can fail the run
+            behind.error, behind.wanted = exc, None
+        finally:
+            behind.busy = False
+            behind.idle.set()
+
+
+async def flush(run: RunState) -> None:
+    """Wait until every step end is in the store. A write behind that failed raises here; one that lost the
+    thread to another writer (``VersionConflict``) is left for the next checkpoint, which reads the thread and
+    writes after it."""
+    behind = run.behind
+    if behind is None:
+        return
+    with anyio.CancelScope(shield=True):
+        while behind.busy:
+            await behind.idle.wait()
+    error, behind.error = behind.error, None
+    if error is not None and not isinstance(error, VersionConflict):
+        raise error
 
 
 async def write_checkpoint(

@@ -21,7 +21,7 @@ from awaken_stdio.contract.messages import Message, TextBlock
 from awaken_stdio.contract.state import MutationBatch, StateCommand
 from awaken_stdio.runtime.plugins import Phase
 from awaken_stdio.runtime.run.calls import cancel_suspended, set_waiting
-from awaken_stdio.runtime.run.finish import checkpoint, fail, finish_or_fail, result
+from awaken_stdio.runtime.run.finish import WriteBehind, checkpoint_soon, fail, finish_or_fail, result
 from awaken_stdio.runtime.run.inference import compact_if_needed, infer
 from awaken_stdio.runtime.run.recovery import recover_effects
 from awaken_stdio.runtime.run.state import RunState, StopRun
@@ -40,6 +40,20 @@ class AgentLoop(RunState):
     # -- the run ------------------------------------------------------------------------------------------------
 
     async def run(self) -> AgentRunResult:
+        if self.ledger is None:  # in memory: a checkpoint costs no more than noting it
+            return await self._run_to_end()
+        outcome: AgentRunResult | BaseException
+        async with anyio.create_task_group() as group:
+            self.behind = WriteBehind(group)
+            try:
+                outcome = await self._run_to_end()
+            except BaseException as exc:  # raised as it is below, not wrapped in the task group's exception group
+                outcome = exc
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    async def _run_to_end(self) -> AgentRunResult:
         termination: TerminationReason | None = None
         error: BaseException | None = None
         try:
@@ -191,7 +205,7 @@ class AgentLoop(RunState):
         await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.step_completed()))
         await self.engine.run_phase(Phase.STEP_END, self.ctx(Phase.STEP_END))
         if not last:
-            await checkpoint(self)
+            await checkpoint_soon(self)
         await self.emit_state()
         await self.emit(StepEnd(self.steps))
 

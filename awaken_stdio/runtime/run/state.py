@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.suspension import Decisions
     from awaken_stdio.runtime.compaction import Compactor
     from awaken_stdio.runtime.resolve import ResolvedAgent
+    from awaken_stdio.runtime.run.finish import WriteBehind
 
     DecisionStream = MemoryObjectReceiveStream[Decisions]
 
@@ -107,6 +108,7 @@ class RunState:
         self.ledger: MailboxStore | None = (
             store.mailbox if store is not None and not store.url.startswith("memory:") else None
         )
+        self.behind: WriteBehind | None = None  # step checkpoints behind the loop (``AgentLoop.run``, durable stores)
         self.state = StateStore()
         self.engine = PhaseEngine(self.state)
         self.profile: ProfileAccess | None = None

@@ -27,6 +27,7 @@ from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolOutput, ToolR
 from awaken_stdio.runtime.executors import INTERRUPTED, CallResult, executor_for
 from awaken_stdio.runtime.plugins import Block, GateDecision, Phase, SetResult, Suspend
 from awaken_stdio.runtime.run.calls import AWAITING_APPROVAL, commit_call, suspend_call
+from awaken_stdio.runtime.run.finish import flush
 from awaken_stdio.runtime.run.state import RunState
 from awaken_stdio.runtime.runtime_keys import ToolCallState
 
@@ -133,6 +134,8 @@ async def invoke(
     )
     await run.commit(before)
     ctx = run.call_context(call, snapshot or run.state.snapshot(), state)
+    if _marked(run, tool):  # the steps before first: its mark must not outrun the conversation it belongs to
+        await flush(run)  # a store that failed them fails the run here, not the call
     started = False
 
     async def mark() -> None:
@@ -195,11 +198,15 @@ async def execute_tool(
     return Executed(out if isinstance(out, ToolResult) else ToolResult.success(tool.name, out))
 
 
+def _marked(run: RunState, tool: Tool) -> bool:
+    return run.ledger is not None and not tool.descriptor.read_only
+
+
 async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: ToolCallResume | None) -> bool:
     """The effect ledger's ``started`` mark, durable before the tool runs (one write, shielded): a crash before
     its result is checkpointed leaves the outcome unknown, to be asked about, never silently run again. A read-only
     tool needs none (running it again changes nothing). The checkpoint that appends the result settles the mark."""
-    if run.ledger is None or tool.descriptor.read_only:
+    if not _marked(run, tool):
         return False
     decision = resume.decision_id if resume is not None else None
     record = EffectRecord(run.thread_id, call.id, run.run_id, call.name, call.arguments, decision_id=decision)
