@@ -42,7 +42,7 @@ class AgentLoop(RunState):
     async def run(self) -> AgentRunResult:
         if self.ledger is None:  # in memory: a checkpoint costs no more than noting it
             return await self._run_to_end()
-        outcome: AgentRunResult | BaseException
+        outcome: AgentRunResult | BaseException = RuntimeError("the run did not start")
         async with anyio.create_task_group() as group:
             self.behind = WriteBehind(group)
             try:

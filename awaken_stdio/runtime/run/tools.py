@@ -206,7 +206,7 @@ async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: Too
     """The effect ledger's ``started`` mark, durable before the tool runs (one write, shielded): a crash before
     its result is checkpointed leaves the outcome unknown, to be asked about, never silently run again. A read-only
     tool needs none (running it again changes nothing). The checkpoint that appends the result settles the mark."""
-    if not _marked(run, tool):
+    if run.ledger is None or not _marked(run, tool):
         return False
     decision = resume.decision_id if resume is not None else None
     record = EffectRecord(run.thread_id, call.id, run.run_id, call.name, call.arguments, decision_id=decision)
