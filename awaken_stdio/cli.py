@@ -528,7 +528,7 @@ def _completion(args: argparse.Namespace) -> int:
 
 
 def _serve_acp(args: argparse.Namespace) -> int:
-    from awaken_stdio.protocols.acp.front import serve
+    from awaken_stdio.protocols.acp.initialize import serve
 
     return serve(args)
 

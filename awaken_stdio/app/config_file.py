@@ -1,16 +1,16 @@
 """The configuration before validation: where the file is found, its TOML as read, the defaults without one.
 
-Light on purpose (the standard library, plus platformdirs for the default paths): the protocol servers read the
-config here and answer their first request from the raw data before pydantic loads; ``config.py`` validates the
-same :class:`ConfigFile` into its models afterwards. A file that cannot be read or is not TOML is a
-``ConfigError`` here already; a wrong field only in ``config.py``.
+Light on purpose (the standard library, plus platformdirs for the default paths, only when they are needed): the
+protocol servers read the config here and answer their first request from the raw data before pydantic loads;
+``config.py`` validates the same :class:`ConfigFile` into its models afterwards. A file that cannot be read or is
+not TOML is a ``ConfigError`` here already; a wrong field only in ``config.py``.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,17 +63,20 @@ class ConfigCandidate:
 
 def config_candidates(path: str | os.PathLike[str] | None = None) -> list[ConfigCandidate]:
     """Where the config is looked for, in order; the first one set is the one used (``doctor`` prints them all)."""
+    return list(_candidates(path))
+
+
+def _candidates(path: str | os.PathLike[str] | None) -> Iterator[ConfigCandidate]:
+    """Lazily: the user config file's place (platformdirs) is looked up only when no earlier one is set."""
     env = os.environ.get(CONFIG_ENV)
-    return [
-        ConfigCandidate("--config", Path(path).expanduser() if path else None, True),
-        ConfigCandidate(f"${CONFIG_ENV}", Path(env).expanduser() if env else None, True),
-        ConfigCandidate("user config file", default_config_path(), False),
-    ]
+    yield ConfigCandidate("--config", Path(path).expanduser() if path else None, True)
+    yield ConfigCandidate(f"${CONFIG_ENV}", Path(env).expanduser() if env else None, True)
+    yield ConfigCandidate("user config file", default_config_path(), False)
 
 
 def read_config_file(path: str | os.PathLike[str] | None = None) -> ConfigFile:
     """``path``, else ``$AWAKEN_STDIO_CONFIG``, else the user config file if it exists, else the defaults."""
-    chosen = next(c for c in config_candidates(path) if c.path is not None)
+    chosen = next(c for c in _candidates(path) if c.path is not None)
     file = chosen.path
     assert file is not None
     if not file.is_file():

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 
 __all__ = ["iso_ms", "new_id", "now_ms"]
 
@@ -46,4 +45,5 @@ def new_id(prefix: str = "") -> str:
         seq = _seq
     rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
     value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | seq << 64 | 0b10 << 62 | rand
-    return prefix + str(uuid.UUID(int=value))
+    h = f"{value:032x}"  # the 8-4-4-4-12 form of str(uuid.UUID(int=value)), without importing uuid (platform)
+    return f"{prefix}{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

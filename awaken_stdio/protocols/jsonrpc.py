@@ -96,6 +96,7 @@ _PARENT_POLL_S = 0.5
 Params: TypeAlias = dict[str, Any] | list[Any] | None
 RequestHandler: TypeAlias = Callable[[Params, "RequestContext"], Awaitable[Any]]
 NotificationHandler: TypeAlias = Callable[[Params, "RequestContext"], Awaitable[None]]
+_Notes: TypeAlias = MemoryObjectSendStream[tuple[NotificationHandler, Params, str]]  # to the notification worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,9 +269,12 @@ class JsonRpcPeer:
         reader: anyio.abc.ByteReceiveStream,
         writer: anyio.abc.ByteSendStream,
         *,
+        unread: bytes = b"",
+        ended: bool = False,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Serve until input EOF, ``close()``, parent death or a broken output; see the module docstring."""
+        """Serve until input EOF, ``close()``, parent death or a broken output; see the module docstring. ``unread``
+        is input read before ``reader`` (``protocols/early.py``), served first; ``ended``: so was its EOF."""
         if self._started:
             raise RuntimeError("a JsonRpcPeer runs only once")
         self._started = True
@@ -292,7 +296,7 @@ class JsonRpcPeer:
                     with anyio.CancelScope() as self._read_scope:
                         task_status.started()
                         if not self._close_requested:
-                            await self._read_loop(reader, notes)
+                            await self._read_loop(reader, notes, unread, ended)
                     self._end_input()
                     notes.close()
                     await self._wait_idle()
@@ -407,20 +411,21 @@ class JsonRpcPeer:
 
     # -- reading ---------------------------------------------------------------------------------------------
 
-    async def _read_loop(
-        self,
-        reader: anyio.abc.ByteReceiveStream,
-        notes: MemoryObjectSendStream[tuple[NotificationHandler, Params, str]],
-    ) -> None:
+    async def _read_loop(self, reader: anyio.abc.ByteReceiveStream, notes: _Notes, unread: bytes, ended: bool) -> None:
         """Split input into lines; a line over the limit is answered once and skipped as it streams in."""
         limit = self._max_line_bytes
         buffer = bytearray()
         discarding = False
         while True:
-            try:
-                chunk = await reader.receive(_READ_CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                break
+            if unread or ended:  # read before the peer ran, then the EOF if that came too
+                chunk, unread = unread, b""
+                if not chunk:
+                    break
+            else:
+                try:
+                    chunk = await reader.receive(_READ_CHUNK)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    break
             start = 0
             while True:
                 end = chunk.find(b"\n", start)
@@ -459,9 +464,7 @@ class JsonRpcPeer:
             {"maxLineBytes": limit},
         )
 
-    async def _handle_line(
-        self, line: bytes, notes: MemoryObjectSendStream[tuple[NotificationHandler, Params, str]]
-    ) -> None:
+    async def _handle_line(self, line: bytes, notes: _Notes) -> None:
         if not line or line.isspace():
             return
         try:
@@ -565,9 +568,7 @@ class JsonRpcPeer:
             self._one_done()
             self._notice_room()
 
-    async def _dispatch_notification(
-        self, method: str, params: Params, notes: MemoryObjectSendStream[tuple[NotificationHandler, Params, str]]
-    ) -> None:
+    async def _dispatch_notification(self, method: str, params: Params, notes: _Notes) -> None:
         handler = self._notification_handlers.get(method)
         if handler is None:
             logger.debug("ignoring notification %s: no handler", method)

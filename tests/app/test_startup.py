@@ -14,7 +14,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from awaken_stdio.app.app import App, Settings
 from awaken_stdio.app.config_file import read_config_file
-from awaken_stdio.app.startup import DeferredApp, Startup
+from awaken_stdio.app.deferred import DeferredApp
+from awaken_stdio.app.startup import Startup
 from awaken_stdio.contract.errors import ConfigError
 
 pytestmark = pytest.mark.anyio

@@ -1,10 +1,11 @@
 """ACP's numbers and names every module of the ACP server shares: the protocol version, the error codes, the
-authentication method. A leaf (it imports only the JSON-RPC error type), so no module imports the entry point for them.
+authentication method. A leaf (it imports only the JSON-RPC error type, from the standard-library-only
+``jsonrpc_wire``), so no module imports the entry point for them and ``initialize`` is answered without anyio.
 """
 
 from __future__ import annotations
 
-from awaken_stdio.protocols.jsonrpc import JsonRpcError
+from awaken_stdio.protocols.jsonrpc_wire import JsonRpcError
 
 __all__ = ["AUTH_METHOD", "AUTH_REQUIRED", "PROTOCOL_VERSION", "RESOURCE_NOT_FOUND", "auth_required"]
 

@@ -1,20 +1,17 @@
-"""``awaken-stdio acp`` up to its first answer: ``initialize`` from the raw config, the agent loaded after it.
+"""``awaken-stdio acp`` after its first answer: the event loop, the JSON-RPC peer, and the agent loaded after it.
 
-``serve`` reads the config as TOML only (``app/startup.py``) and starts the JSON-RPC peer with ``initialize``
-answered here and every other method forwarded to ``AcpServer`` (``server.py``). Pydantic, the validated config,
-the app and that module load once the answer is on the wire, or as soon as another request needs them
-(``app.startup.DeferredApp``); requests that arrive meanwhile wait. A config the validation rejects fails the
-requests waiting for the agent with -32603 and its text, then the process exits 2 with one stderr line naming it
-(``protocols/lifecycle.py``, which also handles SIGTERM and SIGINT).
-
-What ``initialize`` says is read from the raw data: whether the default agent's model is usable (``authMethods``)
-and what it accepts (``promptCapabilities``), both answered by ``app/startup.py`` from the raw config. This module
-owns the method table; ``AcpServer`` owns what each method does.
+``initialize.py`` answers a first ``initialize`` before the event loop exists; ``run`` then starts the peer with
+what was read and not answered, and ``AcpFront`` adopts what that answer negotiated. ``AcpFront`` answers any later
+``initialize`` (and a first one the early path left to it) with the same function, and forwards every other method
+to ``AcpServer`` (``server.py``). Pydantic, the validated config, the app and that module load once the answer is
+on the wire, or as soon as another request needs them (``app.deferred.DeferredApp``); requests that arrive meanwhile
+wait. A config the validation rejects fails the requests waiting for the agent with -32603 and its text, then the
+process exits 2 with one stderr line naming it (``protocols/lifecycle.py``, which also handles SIGTERM and SIGINT).
+This module owns the method table; ``AcpServer`` owns what each method does.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -22,15 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from awaken_stdio.app.startup import (
-    DeferredApp,
-    Startup,
-    loaded_heavy_modules,
-    model_problem,
-    prompt_capabilities,
-    server_info,
-)
-from awaken_stdio.protocols.acp.codes import AUTH_METHOD, PROTOCOL_VERSION
+from awaken_stdio.app.deferred import DeferredApp
+from awaken_stdio.app.startup import Startup
+from awaken_stdio.protocols.acp.initialize import Initialized, initialize
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
     JsonRpcError,
@@ -46,7 +37,7 @@ if TYPE_CHECKING:
     from awaken_stdio.app.app import App, Settings
     from awaken_stdio.protocols.acp.server import AcpServer
 
-__all__ = ["AcpFront", "serve"]
+__all__ = ["AcpFront", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -64,26 +55,27 @@ REQUESTS = {
     "session/prompt": "prompt",
 }
 NOTIFICATIONS = {"session/cancel": "cancel"}
-_SESSION_CAPABILITIES = ("list", "resume", "close", "delete", "additionalDirectories")
 _APP_OPEN_TIMEOUT_S = 60.0
 
 
-def serve(args: argparse.Namespace) -> int:
-    """The CLI entry: serve until stdin ends or a stop signal; the exit code (``Lifecycle.exit_code``). A config
-    that cannot be read or validated, or a bad store URL, raises ``ConfigError`` (the CLI exits 2)."""
-    return anyio.run(_serve, Startup.from_args(args))
+def run(startup: Startup, unread: bytes, ended: bool, answered: Initialized | None) -> int:
+    """Serve stdio until it ends or a stop signal, after ``initialize.serve`` read ``unread`` (and EOF if ``ended``)
+    from it and gave the ``answered`` initialize, if any; the exit code (``Lifecycle.exit_code``)."""
+    return anyio.run(_serve, startup, unread, ended, answered)
 
 
-async def _serve(startup: Startup) -> int:
+async def _serve(startup: Startup, unread: bytes, ended: bool, answered: Initialized | None) -> int:
     from awaken_stdio.protocols.stdio import open_stdio
 
     peer = JsonRpcPeer(watch_parent=True)
     lifecycle = Lifecycle(peer)
     front = AcpFront(startup, peer, lifecycle)
+    if answered is not None:
+        front.adopt(answered)
     async with open_stdio() as (reader, writer), anyio.create_task_group() as tg:
         await tg.start(lifecycle.watch_signals)
         tg.start_soon(front.app.run)
-        await peer.run(reader, writer)
+        await peer.run(reader, writer, unread=unread, ended=ended)
         tg.cancel_scope.cancel()
     return lifecycle.exit_code()
 
@@ -142,56 +134,21 @@ class AcpFront:
         return forward
 
     async def initialize(self, params: Params, ctx: RequestContext) -> dict[str, Any]:
-        self.client = client_capabilities(params)
         file = self.server.settings.loaded.file if self.server else self.startup.file  # authenticate re-reads it
-        self.prompt_caps = prompt_capabilities(file)
+        answered = initialize(params, file)
+        assert answered is not None  # validated: never left to anyone else
+        self.adopt(answered)
+        return answered.result
+
+    def adopt(self, answered: Initialized) -> None:
+        """What an ``initialize`` negotiated, here or before the event loop; the app is wanted from now on."""
+        self.client = answered.client
+        self.prompt_caps = answered.prompt_caps
         if self.server is not None:
             self.server.adopt_client(self.client, self.prompt_caps)
-        problem = model_problem(file)
-        log.debug("answering initialize; heavy modules loaded: %s", loaded_heavy_modules())
         self.app.wanted()
-        return {
-            "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": True,
-                "promptCapabilities": self.prompt_caps,
-                "mcpCapabilities": {"http": True, "sse": False},
-                "sessionCapabilities": {key: {} for key in _SESSION_CAPABILITIES},
-            },
-            "agentInfo": server_info(),
-            "authMethods": [_auth_method(problem)] if problem else [],
-        }
-
-
-def client_capabilities(params: Params) -> dict[str, Any]:
-    """The ``clientCapabilities`` of ``initialize`` params, checked by hand when every field has its plain type.
-
-    Anything else (a wrong type, or a value pydantic would coerce) goes through the wire model, whose error is the
-    answer as before; only then does pydantic load before the answer.
-    """
-    if not params:
-        return {}
-    if isinstance(params, dict):
-        caps: Any = params.get("clientCapabilities", {})
-        fs: Any = caps.get("fs", {}) if isinstance(caps, dict) else None
-        if (
-            isinstance(fs, dict)
-            and type(params.get("protocolVersion", PROTOCOL_VERSION)) is int
-            and all(type(fs.get(key, False)) is bool for key in ("readTextFile", "writeTextFile"))
-            and type(caps.get("terminal", False)) is bool
-            and isinstance(caps.get("session"), dict | None)
-            and isinstance(params.get("clientInfo"), dict | None)
-        ):
-            return caps
-    from awaken_stdio.protocols.acp.wire import InitializeParams
-
-    return InitializeParams.model_validate(params).client_capabilities.model_dump(by_alias=True)
 
 
 def _could_not_start(problem: str | None) -> JsonRpcError:
     """The error of a request that waited for an app that could not open (or has closed)."""
     return JsonRpcError(INTERNAL_ERROR, f"the agent could not start: {problem}")
-
-
-def _auth_method(problem: str) -> dict[str, Any]:
-    return {"id": AUTH_METHOD, "name": "Configure a model", "description": problem}

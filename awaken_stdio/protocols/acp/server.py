@@ -1,7 +1,7 @@
 """``awaken-stdio acp``: the Agent Client Protocol (stable v1) agent over stdio.
 
-Start-up is built around the first answer: ``front.py`` answers ``initialize`` from the raw config; after it the
-app opens (``app.startup.DeferredApp``: pydantic, the validated settings, store drivers, runtime, tools, the
+Start-up is built around the first answer: ``initialize.py`` answers ``initialize`` from the raw config; after it the
+app opens (``app.deferred.DeferredApp``: pydantic, the validated settings, store drivers, runtime, tools, the
 permission plugin) and this module loads with it, one ``AcpServer`` per open app; requests wait for that. Provider
 SDKs load at the first model call, MCP client code at the first session with MCP servers.
 

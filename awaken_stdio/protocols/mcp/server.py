@@ -9,7 +9,7 @@ and its change notifications; logging; and ``tools/call``, whose work lives in `
 Start-up order matters to hosts that give a server 5-10 s (DESIGN section 6): this module imports only the
 standard library, anyio and the light ``wire.py``, and the config is only read as TOML (``app/startup.py``)
 before the first answer is on the wire; ``initialize`` params are checked by hand. Then the config is validated
-(pydantic) and the app opens (store, runtime, tools; ``app.startup.DeferredApp``, as for ACP) and the configured
+(pydantic) and the app opens (store, runtime, tools; ``app.deferred.DeferredApp``, as for ACP) and the configured
 MCP servers connect, each under its own timeout, before the first ``tools/list`` is answered, so that listing is
 complete. A config the validation rejects fails the requests waiting for the app with -32603 and its text, then
 the process exits 2 with one stderr line naming it; SIGTERM and SIGINT stop it as input EOF does, with the calls in
@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import anyio.abc
 
-from awaken_stdio.app.startup import DeferredApp, Startup, loaded_heavy_modules, server_info
+from awaken_stdio.app.deferred import DeferredApp
+from awaken_stdio.app.startup import Startup, loaded_heavy_modules, server_info
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,

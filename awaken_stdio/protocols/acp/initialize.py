@@ -1,0 +1,127 @@
+"""ACP's ``initialize``: the answer (:func:`initialize`, one function for every path that gives it), and ``serve``, the
+``awaken-stdio acp`` entry, which gives it before the event loop starts.
+
+``serve`` reads the config as TOML (``app/startup.py``), then the first line of input (``protocols/early.py``). A
+plain ``initialize`` request is answered from here with the standard library alone; then ``front.py`` starts the
+event loop, the JSON-RPC peer and the app with what was read and not answered, and adopts what this answer
+negotiated. Any other first line is left to the peer, whose answer it always was. Later ``initialize`` requests, and
+a first one whose params need pydantic's validation, are answered by ``AcpFront`` with the same :func:`initialize`.
+
+What the answer says is read from the raw config: whether the default agent's model is usable (``authMethods``) and
+what it accepts (``promptCapabilities``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from awaken_stdio.app.config_file import ConfigFile
+from awaken_stdio.app.startup import Startup, loaded_heavy_modules, model_problem, prompt_capabilities, server_info
+from awaken_stdio.protocols.acp.codes import AUTH_METHOD, PROTOCOL_VERSION
+from awaken_stdio.protocols.early import Stopped, read_first_line, write_answer
+
+__all__ = ["Initialized", "client_capabilities", "initialize", "serve"]
+
+log = logging.getLogger(__name__)
+
+_SESSION_CAPABILITIES = ("list", "resume", "close", "delete", "additionalDirectories")
+_EVENT_LOOP_MODULES = ("asyncio", "anyio")
+
+
+@dataclass(frozen=True, slots=True)
+class Initialized:
+    """An ``initialize`` answered: the result, and what the server keeps of it."""
+
+    result: dict[str, Any]
+    client: dict[str, Any]  # the request's clientCapabilities
+    prompt_caps: dict[str, bool]  # the promptCapabilities the result advertised
+
+
+def serve(args: argparse.Namespace) -> int:
+    """The CLI entry: serve until stdin ends or a stop signal; the exit code (``Lifecycle.exit_code``). A config
+    that cannot be read or validated, or a bad store URL, raises ``ConfigError`` (the CLI exits 2)."""
+    startup = Startup.from_args(args)
+    try:
+        first = read_first_line()
+    except Stopped:
+        return 0  # SIGTERM before any input: a requested stop that went as asked
+    answered = None
+    request = first.request("initialize")
+    if request is not None:
+        request_id, params = request
+        try:
+            answered = initialize(params, startup.file, validate=False)
+        except Exception:  # the peer's handler raises it again, and answers with its error
+            answered = None
+        if answered is not None and not write_answer(request_id, answered.result):
+            return 0  # nobody reads our output: the peer would stop at once too
+    from awaken_stdio.protocols.acp.front import run
+
+    return run(startup, first.rest if answered else first.data, first.ended, answered)
+
+
+def initialize(
+    params: dict[str, Any] | list[Any] | None, file: ConfigFile, *, validate: bool = True
+) -> Initialized | None:
+    """The answer to ``initialize`` with ``params``, from the raw config ``file``.
+
+    ``None`` only when ``validate`` is false and the params need pydantic's validation (the early path leaves them to
+    the peer); a validation error is raised, to be answered with -32602.
+    """
+    client = client_capabilities(params, validate=validate)
+    if client is None:
+        return None
+    prompt_caps = prompt_capabilities(file)
+    problem = model_problem(file)
+    log.debug(
+        "answering initialize; heavy modules loaded: %s (event loop: %s)",
+        loaded_heavy_modules(),
+        ", ".join(m for m in _EVENT_LOOP_MODULES if m in sys.modules) or "not loaded",
+    )
+    result = {
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": True,
+            "promptCapabilities": prompt_caps,
+            "mcpCapabilities": {"http": True, "sse": False},
+            "sessionCapabilities": {key: {} for key in _SESSION_CAPABILITIES},
+        },
+        "agentInfo": server_info(),
+        "authMethods": [_auth_method(problem)] if problem else [],
+    }
+    return Initialized(result, client, prompt_caps)
+
+
+def client_capabilities(params: Any, *, validate: bool = True) -> dict[str, Any] | None:
+    """The ``clientCapabilities`` of ``initialize`` params, checked by hand when every field has its plain type.
+
+    Anything else (a wrong type, or a value pydantic would coerce) goes through the wire model, whose error is the
+    answer as before; only then does pydantic load before the answer. With ``validate`` false that case is ``None``.
+    """
+    if not params:
+        return {}
+    if isinstance(params, dict):
+        caps: Any = params.get("clientCapabilities", {})
+        fs: Any = caps.get("fs", {}) if isinstance(caps, dict) else None
+        if (
+            isinstance(fs, dict)
+            and type(params.get("protocolVersion", PROTOCOL_VERSION)) is int
+            and all(type(fs.get(key, False)) is bool for key in ("readTextFile", "writeTextFile"))
+            and type(caps.get("terminal", False)) is bool
+            and isinstance(caps.get("session"), dict | None)
+            and isinstance(params.get("clientInfo"), dict | None)
+        ):
+            return caps
+    if not validate:
+        return None
+    from awaken_stdio.protocols.acp.wire import InitializeParams
+
+    return InitializeParams.model_validate(params).client_capabilities.model_dump(by_alias=True)
+
+
+def _auth_method(problem: str) -> dict[str, Any]:
+    return {"id": AUTH_METHOD, "name": "Configure a model", "description": problem}

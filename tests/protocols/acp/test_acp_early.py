@@ -1,0 +1,213 @@
+"""``initialize`` answered before the event loop starts (``protocols/acp/initialize.py``): the bytes the JSON-RPC
+peer would have sent, nothing the client wrote lost however it was split, and every other first line left to the
+peer, whose answer it always was. The real process over real pipes; every message validated against the schema."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+
+from .conftest import ROOT, SCHEMA, Harness, validate_def
+
+pytestmark = pytest.mark.anyio
+
+AGENT_MESSAGE = jsonschema.Draft202012Validator(SCHEMA)
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True}, "terminal": True}},
+}
+EARLY = "answering initialize; heavy modules loaded: none (event loop: not loaded)"
+LATE = "answering initialize; heavy modules loaded: none (event loop: asyncio, anyio)"
+
+
+def frame(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+def session_new(harness: Harness, request_id: int) -> bytes:
+    params = {"cwd": str(harness.workspace), "mcpServers": []}
+    return frame({"jsonrpc": "2.0", "id": request_id, "method": "session/new", "params": params})
+
+
+async def talk(
+    harness: Harness, writes: list[bytes], ids: set[Any], *, python: tuple[str, ...] = (), eof: bool = False
+) -> tuple[list[bytes], str]:
+    """Write each of ``writes`` (a pause between them), read until the answers to ``ids`` are in, close stdin:
+    every stdout line (each validated against the schema) and stderr (debug logs). The process must exit 0.
+    ``eof``: close stdin right after the writes instead."""
+    command = harness.command()
+    err = harness.dir / "stderr.txt"
+    with err.open("wb") as stderr:
+        process = await anyio.open_process(
+            [command[0], *python, *command[1:], "--log-level", "debug"],
+            cwd=harness.workspace,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+            stderr=stderr,
+        )
+    assert process.stdin is not None and process.stdout is not None
+    buffer, lines, answered = b"", [], set()
+    async with process:
+        for i, data in enumerate(writes):
+            if i:
+                await anyio.sleep(0.2)
+            await process.stdin.send(data)
+        if eof:
+            await process.stdin.aclose()
+        with anyio.fail_after(30):
+            while not ids <= answered:
+                while b"\n" not in buffer:
+                    buffer += await process.stdout.receive()
+                line, buffer = buffer.split(b"\n", 1)
+                lines.append(line)
+                message = json.loads(line)
+                AGENT_MESSAGE.validate(message)
+                if "id" in message and "method" not in message:
+                    answered.add(message["id"])
+        await process.stdin.aclose()
+        with anyio.fail_after(10):
+            assert await process.wait() == 0
+    return lines, err.read_text()
+
+
+def answer(lines: list[bytes], request_id: Any) -> dict[str, Any]:
+    return next(m for m in map(json.loads, lines) if m.get("id") == request_id and "method" not in m)
+
+
+def needs_a_key(harness: Harness) -> None:
+    """A default model whose API key is not set: ``initialize`` names the auth method."""
+    harness.config = harness.dir / "keyless.toml"
+    harness.config.write_text('[models.m]\nprovider = "openai"\nmodel = "gpt-4.1"\n[agents.a]\nmodel = "m"\n')
+
+
+@pytest.mark.parametrize("config", ["scripted", "needs a key"])
+async def test_initialize_split_in_two_writes_is_answered_early_with_the_bytes_the_peer_sends(
+    harness: Harness, config: str
+) -> None:
+    harness.configure([{"text": "hi"}])
+    if config == "needs a key":
+        needs_a_key(harness)
+    data = frame(INIT)
+    early, early_log = await talk(harness, [data[:20], data[20:]], {1})
+    # a blank first line is the peer's to skip, so the same initialize after it is answered on the event loop
+    late, late_log = await talk(harness, [b"\n" + data], {1})
+    assert early == late
+    validate_def("InitializeResponse", answer(early, 1)["result"])
+    assert bool(answer(early, 1)["result"]["authMethods"]) == (config == "needs a key")
+    assert EARLY in early_log and LATE not in early_log
+    assert LATE in late_log and EARLY not in late_log
+
+
+async def test_initialize_and_session_new_in_one_write_are_both_answered(harness: Harness) -> None:
+    harness.configure([{"text": "hi"}])
+    lines, log = await talk(harness, [frame(INIT) + session_new(harness, 2)], {1, 2})
+    assert EARLY in log
+    assert [m.get("id") for m in map(json.loads, lines) if "method" not in m] == [1, 2]
+    validate_def("InitializeResponse", answer(lines, 1)["result"])
+    validate_def("NewSessionResponse", answer(lines, 2)["result"])
+
+
+async def test_input_that_ends_before_a_newline_is_still_answered(harness: Harness) -> None:
+    harness.configure([{"text": "hi"}])
+    lines, log = await talk(harness, [frame(INIT).rstrip(b"\n")], {1}, eof=True)
+    validate_def("InitializeResponse", answer(lines, 1)["result"])
+    assert LATE in log  # the peer's last line without its newline, as always
+
+
+@pytest.mark.parametrize(
+    ("first", "error"),
+    [
+        (
+            b"{not json",
+            {
+                "code": -32700,
+                "message": "Parse error: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+            },
+        ),
+        (b"[]", {"code": -32600, "message": "Invalid Request: batches are not supported"}),
+        (
+            b'{"jsonrpc": "1.0", "id": 7, "method": "initialize"}',
+            {"code": -32600, "message": 'Invalid Request: "jsonrpc" must be "2.0"'},
+        ),
+        (
+            b'{"jsonrpc": "2.0", "id": null, "method": "initialize"}',
+            {"code": -32600, "message": "Invalid Request: id must be a string or an integer"},
+        ),
+        (
+            b'{"jsonrpc": "2.0", "id": 7, "method": "no/such_method"}',
+            {"code": -32601, "message": "Method not found: no/such_method"},
+        ),
+    ],
+)
+async def test_any_other_first_line_gets_the_peers_answer_and_initialize_follows(
+    harness: Harness, first: bytes, error: dict[str, Any]
+) -> None:
+    harness.configure([{"text": "hi"}])
+    lines, log = await talk(harness, [first + b"\n" + frame(INIT)], {1})
+    first_answer = json.loads(lines[0])
+    assert first_answer["error"] == error
+    validate_def("Error", first_answer["error"])
+    validate_def("InitializeResponse", answer(lines, 1)["result"])
+    assert LATE in log and EARLY not in log
+
+
+async def test_initialize_params_that_need_validation_are_left_to_the_peer(harness: Harness) -> None:
+    """A capability of the wrong type: pydantic's -32602, as always (pydantic then loads before that answer)."""
+    harness.configure([{"text": "hi"}])
+    bad = {**INIT, "id": 7, "params": {"protocolVersion": 1, "clientCapabilities": {"terminal": [1]}}}
+    lines, _ = await talk(harness, [frame(bad) + frame(INIT)], {7, 1})
+    error = answer(lines, 7)["error"]
+    assert error["code"] == -32602 and "clientCapabilities.terminal" in error["message"]
+    validate_def("InitializeResponse", answer(lines, 1)["result"])
+
+
+async def test_asyncio_and_anyio_are_imported_only_after_the_answer(harness: Harness) -> None:
+    harness.configure([{"text": "hi"}])
+    lines, log = await talk(harness, [frame(INIT) + session_new(harness, 2)], {1, 2}, python=("-X", "importtime"))
+    validate_def("NewSessionResponse", answer(lines, 2)["result"])
+    before, _, after = log.partition(EARLY)
+    assert after, "no early initialize answer logged"
+    assert re.search(r"\| +awaken_stdio\.protocols\.early\n", before)  # importtime lines are there
+    assert not re.search(r"\| +(asyncio|anyio|ssl|pydantic)\b", before)
+    assert re.search(r"\| +asyncio\n", after) and re.search(r"\| +anyio\n", after)
+
+
+async def test_sigterm_while_waiting_for_the_first_line_exits_0(harness: Harness) -> None:
+    harness.configure([{"text": "hi"}])
+    process = await anyio.open_process(
+        harness.command(), cwd=harness.workspace, env={"PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE
+    )
+    async with process:
+        with anyio.fail_after(30):
+            while not catches_sigterm(process.pid):  # the early read's handler is in place: it waits on fd 0
+                await anyio.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(10):
+            assert await process.wait() == 0
+        assert process.stdout is not None
+        assert b"".join([chunk async for chunk in process.stdout]) == b""
+
+
+def catches_sigterm(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.MULTILINE).group(1), 16)  # type: ignore[union-attr]
+    return bool(caught & 1 << (signal.SIGTERM - 1))
+
+
+def test_the_early_path_imports_only_the_standard_library() -> None:
+    code = (
+        "import sys, awaken_stdio.protocols.acp.initialize\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('anyio', 'asyncio', 'pydantic', 'sniffio')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(ROOT))
+    assert out.stdout.strip() == "[]"
