@@ -189,7 +189,8 @@ class AgentRuntime:
     async def _prepare(
         self, activation: RunActivation, thread_id: str, sink: EventSink | None, active: _ActiveRun
     ) -> AgentLoop:
-        loaded = await self.store.load_thread(thread_id)
+        # a thread id made just now names nothing stored yet
+        loaded = await self.store.load_thread(thread_id) if activation.thread_id else None
         history = model_view(list(loaded.messages)) if loaded else []  # the store keeps what a summary replaced
         latest = loaded.latest_run if loaded else None
         persisted = _persisted_agent(loaded)

@@ -73,7 +73,7 @@ async def checkpoint(run: RunState) -> None:
         return
     store = run.store
     with anyio.CancelScope(shield=True):
-        await flush(run)
+        await flush(run, superseded=True)
         upto, record, thread_state = _snapshot(run)
         new = run.messages[run.written : upto]
 
@@ -103,10 +103,12 @@ class WriteBehind:
 
 
 async def checkpoint_soon(run: RunState) -> None:
-    """A step end's checkpoint: written now (in memory, or outside a write-behind run), or behind the loop."""
+    """A step end's checkpoint, written behind the loop on a durable store. In memory none is: nothing there
+    outlives the process, so the next checkpoint (a question, the run's end) carries this step with it."""
     behind = run.behind
     if behind is None:
-        await checkpoint(run)
+        if run.ledger is not None:  # a durable store outside ``AgentLoop.run``'s write-behind
+            await checkpoint(run)
         return
     behind.wanted = _snapshot(run)
     if not behind.busy:
@@ -134,13 +136,15 @@ async def _write_behind(run: RunState, behind: WriteBehind) -> None:
             behind.idle.set()
 
 
-async def flush(run: RunState) -> None:
-    """Wait until every step end is in the store. A write behind that failed raises here; one that lost the
-    thread to another writer (``VersionConflict``) is left for the next checkpoint, which reads the thread and
-    writes after it."""
+async def flush(run: RunState, *, superseded: bool = False) -> None:
+    """Wait until every step end is in the store, or (``superseded``: the caller checkpoints everything next) until
+    the write in flight is. A write behind that failed raises here; one that lost the thread to another writer
+    (``VersionConflict``) is left for the next checkpoint, which reads the thread and writes after it."""
     behind = run.behind
     if behind is None:
         return
+    if superseded:
+        behind.wanted = None
     with anyio.CancelScope(shield=True):
         while behind.busy:
             await behind.idle.wait()

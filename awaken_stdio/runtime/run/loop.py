@@ -21,7 +21,7 @@ from awaken_stdio.contract.messages import Message, TextBlock
 from awaken_stdio.contract.state import MutationBatch, StateCommand
 from awaken_stdio.runtime.plugins import Phase
 from awaken_stdio.runtime.run.calls import cancel_suspended, set_waiting
-from awaken_stdio.runtime.run.finish import WriteBehind, checkpoint_soon, fail, finish_or_fail, result
+from awaken_stdio.runtime.run.finish import WriteBehind, checkpoint, checkpoint_soon, fail, finish_or_fail, result
 from awaken_stdio.runtime.run.inference import compact_if_needed, infer
 from awaken_stdio.runtime.run.recovery import recover_effects
 from awaken_stdio.runtime.run.state import RunState, StopRun
@@ -194,17 +194,20 @@ class AgentLoop(RunState):
         suspended = bool(self.suspended_calls())
         if suspended and blocked is None:
             await set_waiting(self)
-        await self._complete_step()
+        await self._complete_step(asks=suspended)
         if blocked is not None:
             return blocked
         return TerminationReason.suspended() if suspended else None
 
-    async def _complete_step(self, *, last: bool = False) -> None:
-        """End the step; its checkpoint is the run's final one when it is the ``last`` (one write, not two)."""
+    async def _complete_step(self, *, last: bool = False, asks: bool = False) -> None:
+        """End the step; its checkpoint is the run's final one when it is the ``last`` (one write, not two), written
+        now when the step ``asks`` somebody something (the question must find it stored), else behind the loop."""
         self.steps += 1
         await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.step_completed()))
         await self.engine.run_phase(Phase.STEP_END, self.ctx(Phase.STEP_END))
-        if not last:
+        if asks:
+            await checkpoint(self)
+        elif not last:
             await checkpoint_soon(self)
         await self.emit_state()
         await self.emit(StepEnd(self.steps))

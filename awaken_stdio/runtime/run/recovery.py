@@ -25,7 +25,7 @@ async def recover_effects(run: RunState) -> set[str]:
     approval again, saying so. Returns the ids of the decisions those unknown attempts ran under: they cannot
     approve the call a second time.
     """
-    if run.ledger is None:
+    if run.ledger is None or run.activation.thread_id is None:  # a thread made for this run has no past
         return set()
     answered = {m.tool_call_id for m in run.messages if m.role == "tool"}
     calls = {c.id: c for m in run.messages for c in m.tool_calls}

@@ -20,7 +20,7 @@ from awaken_stdio.contract.state import StateCommand
 from awaken_stdio.contract.suspension import Decisions, ToolCallResume
 from awaken_stdio.runtime.plugins import Block, Phase, SetResult, Suspend
 from awaken_stdio.runtime.run.calls import AWAITING_APPROVAL, commit_call, set_waiting, suspend_call
-from awaken_stdio.runtime.run.finish import checkpoint, flush
+from awaken_stdio.runtime.run.finish import checkpoint
 from awaken_stdio.runtime.run.state import RunState, StopRun
 from awaken_stdio.runtime.run.tools import after_tool, gate, invoke, not_found, rejected
 from awaken_stdio.runtime.runtime_keys import (
@@ -83,7 +83,6 @@ async def suspend_and_wait(run: RunState) -> TerminationReason | None:
             await set_waiting(run)
             await checkpoint(run)
             await run.emit_state()
-        await flush(run)  # the step that suspended: its checkpoint may still be behind the loop
         await run.emit(
             RunFinish(run.thread_id, run.run_id, TerminationReason.suspended(), RunResult(run.response, "waiting"))
         )
