@@ -13,7 +13,7 @@ from typing import Any
 
 from awaken_stdio.contract.events import ToolCallDone, ToolCallResumed
 from awaken_stdio.contract.ids import new_id, now_ms
-from awaken_stdio.contract.messages import Message, ToolCall, valid_text, valid_value
+from awaken_stdio.contract.messages import Message, TextBlock, ToolCall, valid_text, valid_value
 from awaken_stdio.contract.state import StateCommand
 from awaken_stdio.contract.stores import WaitingState, WaitingTicket
 from awaken_stdio.contract.suspension import PendingToolCall, SuspendTicket, Suspension, waiting_reason_for
@@ -62,10 +62,11 @@ async def commit_call(run: RunState, outcome: CallResult, *, resumed: bool = Fal
         state = replace(previous, status=status, updated_at=state.updated_at)
     cmd = StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state))
     await run.commit(cmd.extend(outcome.command))
-    message = Message.tool(call.id, result.text_for_model())
     # the final status travels with the durable message, so a replay (ACP session/load) shows failures
     metadata = {"status": "failed"} if result.is_error else None
-    run.messages.append(replace(message, run_id=run.run_id, metadata=metadata))
+    text = (TextBlock(result.text_for_model()),)
+    message = Message("tool", text, tool_call_id=call.id, run_id=run.run_id, metadata=metadata)
+    run.messages.append(message)
     if resumed:
         await run.emit(ToolCallResumed(call.id, _resumed_payload(result), status))
     else:
