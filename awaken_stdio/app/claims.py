@@ -17,6 +17,7 @@ from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.errors import AgentNotFound, DecisionTargetNotFound, InvalidResume, ProviderError, UsageError
 from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.mailbox import RunDispatch
+from awaken_stdio.contract.stores import RunRecord
 
 __all__ = [
     "DecisionSuperseded",
@@ -91,6 +92,7 @@ class Held:
     result: AgentRunResult | None = None  # of the last execution, recorded with the final ack
     early: list[str] = field(default_factory=list)  # decisions recorded here before the run reached its wait
     activation: RunActivation | None = None  # the holder's context: every resume here runs with it
+    seen: RunRecord | None = None  # the run as the decider read it before claiming (its context, not its status)
     lock: anyio.Lock = field(default_factory=anyio.Lock)  # one take-over at a time
     send: Any = None
     receive: Any = None

@@ -334,7 +334,7 @@ class MailboxService:
             await self.mailbox.ack(row.dispatch_id, row.claim_token or "", now_ms())
             return None
         try:
-            return await self._work(row, sink, context, on_waiting=on_waiting)
+            return await self._work(row, sink, context, on_waiting=on_waiting, seen=record)
         except InvalidResume as exc:
             if kind != "decide" or isinstance(exc, DecisionSuperseded):
                 raise
@@ -433,13 +433,15 @@ class MailboxService:
         activation: RunActivation | None,
         held: Held | None = None,
         on_waiting: OnWaiting | None = None,
+        seen: RunRecord | None = None,
     ) -> AgentRunResult | None:
         """Execute ``d`` holding its thread; with a waiting activation, keep the thread and continue the run with
         each decision taken over, in the same context, until it no longer waits. Acks what it holds at the end.
-        Errors reach a foreground caller (``held`` not given); background work only logs them."""
+        Errors reach a foreground caller (``held`` not given); background work only logs them. ``seen``: the run
+        as the caller read it before claiming, so that it is not read again."""
         foreground = held is None
         held = held or Held(d)
-        held.activation = activation
+        held.activation, held.seen = activation, seen
         self._held[d.thread_id] = held
         wait = activation is not None and activation.wait_for_decisions
         try:
@@ -494,7 +496,7 @@ class MailboxService:
             held.settled = True  # superseded by an interrupt: never run it
             return None
         try:
-            result = await self._perform(d, sink, held.activation)
+            result = await self._perform(d, sink, held.activation, held.seen)
         except Exception as exc:
             # a caller that sees the error is its owner: its failure is final, never retried behind its back
             kind = "permanent" if foreground and classify_error(exc) == "transient" else classify_error(exc)
@@ -523,7 +525,7 @@ class MailboxService:
             held.settled = True
 
     async def _perform(
-        self, d: RunDispatch, sink: EventSink | None, activation: RunActivation | None
+        self, d: RunDispatch, sink: EventSink | None, activation: RunActivation | None, seen: RunRecord | None
     ) -> AgentRunResult | None:
         """Carry out ``d``. A decision or a continuation runs in the holder's context when this process holds the
         run for a client (``activation``), else in the context rebuilt from the run's records (``context``): an
@@ -532,12 +534,13 @@ class MailboxService:
         if req.kind == "cancel":
             return await self.runtime.cancel_waiting(d.run_id)
         if req.kind == "decide":
+            decisions = list(req.decisions)
             if activation is not None:
-                return await self.runtime.resume(d.run_id, list(req.decisions), sink, **_context_of(activation))
-            record = await self.waiting(d.run_id)
+                return await self.runtime.resume(d.run_id, decisions, sink, record=seen, **_context_of(activation))
+            record = seen if seen is not None and seen.run_id == d.run_id else await self.waiting(d.run_id)
             wanted = tuple(t.tool_name for t in record.waiting.tickets) if record.waiting else ()
             async with self._context(record.session_id, record.cwd, wanted) as extras:
-                return await self.runtime.resume(d.run_id, list(req.decisions), sink, **extras)
+                return await self.runtime.resume(d.run_id, decisions, sink, record=record, **extras)
         if activation is not None:
             return await self.runtime.run(replace(activation, wait_for_decisions=False), sink)
         record = await self.runtime.store.load_run(d.run_id)

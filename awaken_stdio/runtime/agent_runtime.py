@@ -235,6 +235,8 @@ class AgentRuntime:
                 raise InvalidResume(f"run {activation.continue_run_id} does not exist on thread {thread_id}")
             if record.status == "done":
                 raise InvalidResume(f"run {record.run_id} has already finished ({record.display_status})")
+            if activation.decisions and record.status != "waiting":  # decided meanwhile, e.g. by another process
+                raise InvalidResume(f"run {record.run_id} is not waiting ({record.display_status})")
             return record
         if latest is not None and latest.status == "waiting":
             if activation.decisions:
@@ -263,10 +265,19 @@ class AgentRuntime:
         )
 
     async def resume(
-        self, run_id: str, decisions: Decisions, sink: EventSink | None = None, **activation: Any
+        self,
+        run_id: str,
+        decisions: Decisions,
+        sink: EventSink | None = None,
+        *,
+        record: RunRecord | None = None,
+        **activation: Any,
     ) -> AgentRunResult:
-        """Continue a waiting run from the store with ``decisions`` (any process, after any restart)."""
-        record = await self.store.load_run(run_id)
+        """Continue a waiting run from the store with ``decisions`` (any process, after any restart). ``record``:
+        the run as the caller read it already (its thread, agent and context; whether it still waits is checked
+        on the run loaded with its thread)."""
+        if record is None or record.run_id != run_id:
+            record = await self.store.load_run(run_id)
         if record is None:
             raise InvalidResume(f"run {run_id} not found")
         if record.status != "waiting":
