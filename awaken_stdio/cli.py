@@ -534,7 +534,7 @@ def _serve_acp(args: argparse.Namespace) -> int:
 
 
 def _serve_mcp(args: argparse.Namespace) -> int:
-    from awaken_stdio.protocols.mcp.server import serve
+    from awaken_stdio.protocols.mcp.initialize import serve
 
     return serve(args)
 

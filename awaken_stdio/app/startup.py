@@ -39,6 +39,7 @@ __all__ = [
 
 # None of these may be loaded when a first answer is given (a test checks the servers' debug log line).
 HEAVY_MODULES = ("pydantic", "awaken_stdio.app.config", "aiosqlite", "asyncpg", "mcp", "openai", "anthropic")
+_EVENT_LOOP = ("asyncio", "anyio")
 _KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
@@ -65,8 +66,10 @@ class Startup:
 
 
 def loaded_heavy_modules() -> str:
-    """The :data:`HEAVY_MODULES` loaded so far, for the servers' debug line at their first answer."""
-    return ", ".join(m for m in HEAVY_MODULES if m in sys.modules) or "none"
+    """The :data:`HEAVY_MODULES` loaded so far, and the event loop's modules (a first answer given before the loop
+    starts comes without them), for the servers' debug line at their first answer."""
+    heavy = ", ".join(m for m in HEAVY_MODULES if m in sys.modules) or "none"
+    return f"{heavy} (event loop: {', '.join(m for m in _EVENT_LOOP if m in sys.modules) or 'not loaded'})"
 
 
 def server_info() -> dict[str, str]:

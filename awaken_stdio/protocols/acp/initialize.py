@@ -15,21 +15,19 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 from awaken_stdio.app.config_file import ConfigFile
 from awaken_stdio.app.startup import Startup, loaded_heavy_modules, model_problem, prompt_capabilities, server_info
 from awaken_stdio.protocols.acp.codes import AUTH_METHOD, PROTOCOL_VERSION
-from awaken_stdio.protocols.early import Stopped, read_first_line, write_answer
+from awaken_stdio.protocols.early import answer_first_request
 
 __all__ = ["Initialized", "client_capabilities", "initialize", "serve"]
 
 log = logging.getLogger(__name__)
 
 _SESSION_CAPABILITIES = ("list", "resume", "close", "delete", "additionalDirectories")
-_EVENT_LOOP_MODULES = ("asyncio", "anyio")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,23 +43,12 @@ def serve(args: argparse.Namespace) -> int:
     """The CLI entry: serve until stdin ends or a stop signal; the exit code (``Lifecycle.exit_code``). A config
     that cannot be read or validated, or a bad store URL, raises ``ConfigError`` (the CLI exits 2)."""
     startup = Startup.from_args(args)
-    try:
-        first = read_first_line()
-    except Stopped:
-        return 0  # SIGTERM before any input: a requested stop that went as asked
-    answered = None
-    request = first.request("initialize")
-    if request is not None:
-        request_id, params = request
-        try:
-            answered = initialize(params, startup.file, validate=False)
-        except Exception:  # the peer's handler raises it again, and answers with its error
-            answered = None
-        if answered is not None and not write_answer(request_id, answered.result):
-            return 0  # nobody reads our output: the peer would stop at once too
+    first = answer_first_request("initialize", lambda params: initialize(params, startup.file, validate=False))
+    if first is None:
+        return 0
     from awaken_stdio.protocols.acp.front import run
 
-    return run(startup, first.rest if answered else first.data, first.ended, answered)
+    return run(startup, *first)
 
 
 def initialize(
@@ -77,11 +64,7 @@ def initialize(
         return None
     prompt_caps = prompt_capabilities(file)
     problem = model_problem(file)
-    log.debug(
-        "answering initialize; heavy modules loaded: %s (event loop: %s)",
-        loaded_heavy_modules(),
-        ", ".join(m for m in _EVENT_LOOP_MODULES if m in sys.modules) or "not loaded",
-    )
+    log.debug("answering initialize; heavy modules loaded: %s", loaded_heavy_modules())
     result = {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {

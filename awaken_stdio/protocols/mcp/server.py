@@ -6,19 +6,19 @@ handshake era, 2024-11-05 to 2025-11-25; a request whose ``_meta`` carries the 2
 one); the per-request envelope checks; ``resultType`` and the ``serverInfo`` stamp on modern results; ``tools/list``
 and its change notifications; logging; and ``tools/call``, whose work lives in ``calls.py``.
 
-Start-up order matters to hosts that give a server 5-10 s (DESIGN section 6): this module imports only the
-standard library, anyio and the light ``wire.py``, and the config is only read as TOML (``app/startup.py``)
-before the first answer is on the wire; ``initialize`` params are checked by hand. Then the config is validated
-(pydantic) and the app opens (store, runtime, tools; ``app.deferred.DeferredApp``, as for ACP) and the configured
-MCP servers connect, each under its own timeout, before the first ``tools/list`` is answered, so that listing is
-complete. A config the validation rejects fails the requests waiting for the app with -32603 and its text, then
-the process exits 2 with one stderr line naming it; SIGTERM and SIGINT stop it as input EOF does, with the calls in
-flight cancelled (``lifecycle.py``).
+Start-up order matters to hosts that give a server 5-10 s (DESIGN section 6): a first ``initialize`` is answered
+before the event loop starts (``initialize.py``), otherwise the first answer comes from this module, which imports
+only the standard library, anyio and the light ``wire.py``; either way the config is only read as TOML
+(``app/startup.py``) and ``initialize`` params are checked by hand before it is on the wire. Then the config is
+validated (pydantic) and the app opens (store, runtime, tools; ``app.deferred.DeferredApp``, as for ACP) and the
+configured MCP servers connect, each under its own timeout, before the first ``tools/list`` is answered, so that
+listing is complete. A config the validation rejects fails the requests waiting for the app with -32603 and its
+text, then the process exits 2 with one stderr line naming it; SIGTERM and SIGINT stop it as input EOF does, with
+the calls in flight cancelled (``lifecycle.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 from collections.abc import AsyncGenerator
@@ -42,9 +42,9 @@ from awaken_stdio.protocols.jsonrpc import (
     RequestContext,
 )
 from awaken_stdio.protocols.lifecycle import Lifecycle
+from awaken_stdio.protocols.mcp.initialize import CAPABILITIES, INSTRUCTIONS, Initialized, initialize
 from awaken_stdio.protocols.mcp.wire import (
     CLIENT_CAPABILITIES_KEY,
-    HANDSHAKE_VERSIONS,
     HEARTBEAT_S,
     LOG_LEVEL_KEY,
     LOG_LEVELS,
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from awaken_stdio.protocols.mcp.catalog import Catalog
     from awaken_stdio.protocols.mcp.library import Library
 
-__all__ = ["McpServer", "serve"]
+__all__ = ["McpServer", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +74,6 @@ Era = Literal["legacy", "modern"]
 DEFAULT_PAGE_SIZE = 100
 TOOLS_TTL_MS = 60_000  # a client that does not listen for changes refetches the list within a minute
 DISCOVER_TTL_MS = 600_000  # what discover describes is fixed for the life of the process
-INSTRUCTIONS = (
-    "awaken-stdio publishes the tools of this workspace and its agents (agent_<id>). Agent runs are durable: a run "
-    "that ends with status waiting needs approval of its pending tool calls, given with resume_run, now or later."
-)
 _LEGACY_ONLY = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 # The reading requests, served by ``library.py`` once the app is open: method -> its handler there.
 _LIBRARY = {
@@ -89,13 +85,6 @@ _LIBRARY = {
     "prompts/list": "list_prompts",
     "prompts/get": "get_prompt",
     "completion/complete": "complete",
-}
-CAPABILITIES: dict[str, Any] = {
-    "tools": {"listChanged": True},
-    "logging": {},
-    "resources": {"subscribe": True, "listChanged": False},
-    "prompts": {"listChanged": False},
-    "completions": {},
 }
 _MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
 
@@ -138,14 +127,23 @@ class McpServer:
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
-    async def run(self, reader: anyio.abc.ByteReceiveStream, writer: anyio.abc.ByteSendStream) -> None:
-        """Serve until input EOF (or parent death), then close the app."""
+    async def run(
+        self, reader: anyio.abc.ByteReceiveStream, writer: anyio.abc.ByteSendStream, *, unread: bytes = b"",
+        ended: bool = False,
+    ) -> None:  # fmt: skip
+        """Serve until input EOF (or parent death), then close the app; ``unread`` and ``ended`` as the peer's."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._gate.run)
             try:
-                await self.peer.run(reader, self._gate.announcing(writer))
+                await self.peer.run(reader, self._gate.announcing(writer), unread=unread, ended=ended)
             finally:
                 self._gate.close()
+
+    def adopt(self, answered: Initialized) -> None:
+        """An ``initialize`` answered before the event loop: the handshake era it opened, and the app wanted."""
+        self.era = "legacy"
+        self._version, self._client_capabilities = answered.version, answered.capabilities
+        self._gate.wanted()
 
     @asynccontextmanager
     async def _serving(self, app: App, settings: Settings) -> AsyncGenerator[None]:
@@ -312,17 +310,10 @@ class McpServer:
     # -- handlers -----------------------------------------------------------------------------------------------
 
     async def _initialize(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
-        asked, self._client_capabilities, client_info = _initialize_params(params)
-        version = asked if asked in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
-        self._version = version
-        client = (client_info or {}).get("name", "an unnamed client")
-        log.info("initialize from %s: protocol %s (asked %s)", client, version, asked)
-        return {
-            "protocolVersion": version,
-            "capabilities": CAPABILITIES,
-            "serverInfo": server_info(),
-            "instructions": INSTRUCTIONS,
-        }
+        answered = initialize(params)
+        assert answered is not None  # validated: never left to anyone else
+        self._version, self._client_capabilities = answered.version, answered.capabilities
+        return answered.result
 
     async def _ping(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
         return {}
@@ -467,42 +458,26 @@ def _envelope(meta: Any) -> tuple[str, dict[str, Any]]:
     return version, capabilities
 
 
-def _initialize_params(params: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
-    """``protocolVersion``, ``capabilities`` and ``clientInfo``, checked by hand when each has its plain type.
-
-    Anything else goes through the pydantic model, whose error (-32602) is the answer, as it always was.
-    """
-    version, capabilities = params.get("protocolVersion"), params.get("capabilities", {})
-    info = params.get("clientInfo")
-    if isinstance(version, str) and isinstance(capabilities, dict) and isinstance(info, dict | None):
-        return version, capabilities, info
-    from awaken_stdio.protocols.mcp.params import InitializeParams
-
-    p = InitializeParams.model_validate(params)
-    return p.protocol_version, p.capabilities, p.client_info
-
-
 def _could_not_start(problem: str | None) -> JsonRpcError:
     """The error of a request that waited for an app that could not open (or has closed)."""
     message = f"awaken-stdio could not start: {problem}" if problem is not None else "the server is shutting down"
     return JsonRpcError(INTERNAL_ERROR, message)
 
 
-def serve(args: argparse.Namespace) -> int:
-    """The ``awaken-stdio mcp`` command: serve stdin/stdout until EOF or a stop signal; the exit code.
-
-    An unreadable config file, bad TOML or a bad store URL exits 2 before any output; a config that fails
-    validation exits 2 after the first answer (``ConfigError`` raised for the CLI).
-    """
-    return anyio.run(_serve_stdio, Startup.from_args(args), backend="asyncio")
+def run(startup: Startup, unread: bytes, ended: bool, answered: Initialized | None) -> int:
+    """Serve stdin/stdout until EOF or a stop signal, after ``initialize.serve`` read ``unread`` (and EOF if
+    ``ended``) from it and gave the ``answered`` initialize, if any; the exit code."""
+    return anyio.run(_serve_stdio, startup, unread, ended, answered, backend="asyncio")
 
 
-async def _serve_stdio(startup: Startup) -> int:
+async def _serve_stdio(startup: Startup, unread: bytes, ended: bool, answered: Initialized | None) -> int:
     from awaken_stdio.protocols.stdio import open_stdio
 
     server = McpServer(startup)
+    if answered is not None:
+        server.adopt(answered)
     async with open_stdio() as (reader, writer), anyio.create_task_group() as tg:
         await tg.start(server.lifecycle.watch_signals)
-        await server.run(reader, writer)
+        await server.run(reader, writer, unread=unread, ended=ended)
         tg.cancel_scope.cancel()
     return server.lifecycle.exit_code()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from awaken_stdio.contract.channel import LOG_LEVELS, LogLevel
-from awaken_stdio.protocols.jsonrpc import RequestId
+from awaken_stdio.protocols.jsonrpc_wire import RequestId
 
 __all__ = [
     "CLIENT_CAPABILITIES_KEY",

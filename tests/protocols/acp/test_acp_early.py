@@ -16,6 +16,8 @@ import anyio
 import jsonschema
 import pytest
 
+from .. import early_talk
+from ..early_talk import answer, catches_sigterm, frame
 from .conftest import ROOT, SCHEMA, Harness, validate_def
 
 pytestmark = pytest.mark.anyio
@@ -31,10 +33,6 @@ EARLY = "answering initialize; heavy modules loaded: none (event loop: not loade
 LATE = "answering initialize; heavy modules loaded: none (event loop: asyncio, anyio)"
 
 
-def frame(message: dict[str, Any]) -> bytes:
-    return json.dumps(message).encode() + b"\n"
-
-
 def session_new(harness: Harness, request_id: int) -> bytes:
     params = {"cwd": str(harness.workspace), "mcpServers": []}
     return frame({"jsonrpc": "2.0", "id": request_id, "method": "session/new", "params": params})
@@ -43,45 +41,14 @@ def session_new(harness: Harness, request_id: int) -> bytes:
 async def talk(
     harness: Harness, writes: list[bytes], ids: set[Any], *, python: tuple[str, ...] = (), eof: bool = False
 ) -> tuple[list[bytes], str]:
-    """Write each of ``writes`` (a pause between them), read until the answers to ``ids`` are in, close stdin:
-    every stdout line (each validated against the schema) and stderr (debug logs). The process must exit 0.
-    ``eof``: close stdin right after the writes instead."""
+    """``early_talk.talk`` with the harness's agent at debug level; every stdout line validated against the schema."""
     command = harness.command()
-    err = harness.dir / "stderr.txt"
-    with err.open("wb") as stderr:
-        process = await anyio.open_process(
-            [command[0], *python, *command[1:], "--log-level", "debug"],
-            cwd=harness.workspace,
-            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-            stderr=stderr,
-        )
-    assert process.stdin is not None and process.stdout is not None
-    buffer, lines, answered = b"", [], set()
-    async with process:
-        for i, data in enumerate(writes):
-            if i:
-                await anyio.sleep(0.2)
-            await process.stdin.send(data)
-        if eof:
-            await process.stdin.aclose()
-        with anyio.fail_after(30):
-            while not ids <= answered:
-                while b"\n" not in buffer:
-                    buffer += await process.stdout.receive()
-                line, buffer = buffer.split(b"\n", 1)
-                lines.append(line)
-                message = json.loads(line)
-                AGENT_MESSAGE.validate(message)
-                if "id" in message and "method" not in message:
-                    answered.add(message["id"])
-        await process.stdin.aclose()
-        with anyio.fail_after(10):
-            assert await process.wait() == 0
-    return lines, err.read_text()
-
-
-def answer(lines: list[bytes], request_id: Any) -> dict[str, Any]:
-    return next(m for m in map(json.loads, lines) if m.get("id") == request_id and "method" not in m)
+    command = [command[0], *python, *command[1:], "--log-level", "debug"]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    lines, log = await early_talk.talk(command, harness.workspace, env, writes, ids, eof=eof)
+    for line in lines:
+        AGENT_MESSAGE.validate(json.loads(line))
+    return lines, log
 
 
 def needs_a_key(harness: Harness) -> None:
@@ -196,12 +163,6 @@ async def test_sigterm_while_waiting_for_the_first_line_exits_0(harness: Harness
             assert await process.wait() == 0
         assert process.stdout is not None
         assert b"".join([chunk async for chunk in process.stdout]) == b""
-
-
-def catches_sigterm(pid: int) -> bool:
-    status = Path(f"/proc/{pid}/status").read_text()
-    caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.MULTILINE).group(1), 16)  # type: ignore[union-attr]
-    return bool(caught & 1 << (signal.SIGTERM - 1))
 
 
 def test_the_early_path_imports_only_the_standard_library() -> None:
