@@ -52,7 +52,9 @@ def _add_global_options(parser: argparse.ArgumentParser, default: Any) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, servers_only: bool = False) -> argparse.ArgumentParser:
+    """The whole command line; ``servers_only``: just ``acp`` and ``mcp`` (what an editor or MCP host launches
+    starts sooner without the other twenty subparsers, and parses the same)."""
     common = argparse.ArgumentParser(add_help=False)
     _add_global_options(common, argparse.SUPPRESS)
     parser = argparse.ArgumentParser(
@@ -70,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
         "mcp", help="serve the Model Context Protocol on stdin/stdout (what MCP clients launch)", parents=[common]
     )
     p.add_argument("--cwd", metavar="DIR", help="working directory of the tools (default: the current directory)")
+    if not servers_only:
+        _add_commands(sub, common)
+    return parser
+
+
+def _add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Every command but the servers."""
     p = sub.add_parser(
         "chat", help="talk to the agent in this terminal (an ACP client of `awaken-stdio acp`)", parents=[common]
     )
@@ -126,7 +135,20 @@ def build_parser() -> argparse.ArgumentParser:
         "completion", help='print the shell completion script (e.g. `eval "$(awaken-stdio completion bash)"`)'
     )
     p.add_argument("shell", choices=SHELLS)
-    return parser
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` when only global options, spelled out, come before it (else ``None``)."""
+    args = iter(argv)
+    for arg in args:
+        if arg in _VALUED:
+            next(args, None)
+        elif arg != "--debug" and not arg.startswith(tuple(f"{option}=" for option in _VALUED)):
+            return arg
+    return None
+
+
+_VALUED = ("--config", "--store", "--log-level", "--log-file")
 
 
 def _version() -> str:
@@ -136,8 +158,8 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(servers_only=_command(argv) in ("acp", "mcp")).parse_args(argv)
     if getattr(args, "cwd", None):
         args.cwd = os.path.abspath(args.cwd)
     handler = _COMMANDS[(args.command, getattr(args, "action", None))]
