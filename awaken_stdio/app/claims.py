@@ -16,7 +16,7 @@ import anyio
 from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.errors import AgentNotFound, DecisionTargetNotFound, InvalidResume, ProviderError, UsageError
 from awaken_stdio.contract.ids import new_id
-from awaken_stdio.contract.mailbox import RunDispatch
+from awaken_stdio.contract.mailbox import DispatchSettle, RunDispatch
 from awaken_stdio.contract.stores import RunRecord
 
 __all__ = [
@@ -93,6 +93,7 @@ class Held:
     early: list[str] = field(default_factory=list)  # decisions recorded here before the run reached its wait
     activation: RunActivation | None = None  # the holder's context: every resume here runs with it
     seen: RunRecord | None = None  # the run as the decider read it before claiming (its context, not its status)
+    settle: DispatchSettle | None = None  # of the execution under way: the run's checkpoint may settle the row
     lock: anyio.Lock = field(default_factory=anyio.Lock)  # one take-over at a time
     send: Any = None
     receive: Any = None

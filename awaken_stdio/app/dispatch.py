@@ -57,7 +57,7 @@ from awaken_stdio.contract.errors import (
 )
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
-from awaken_stdio.contract.mailbox import DispatchKind, DispatchRequest, RunDispatch, retry_delay_ms
+from awaken_stdio.contract.mailbox import DispatchKind, DispatchRequest, DispatchSettle, RunDispatch, retry_delay_ms
 from awaken_stdio.contract.stores import RunRecord
 from awaken_stdio.contract.suspension import Decisions
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
@@ -475,7 +475,11 @@ class MailboxService:
                         log.warning("mailbox: dispatch %s was taken from us", held.dispatch.dispatch_id)
 
     async def _record(self, held: Held, result: AgentRunResult | None, *, ack: bool) -> None:
-        """The execution's outcome on the row (one write), acking it at the end."""
+        """The execution's outcome on the row (one write), acking it at the end; nothing when the run's own
+        checkpoint recorded it already (``held.settle``)."""
+        s = held.settle
+        if result is not None and s is not None and s.settled and (s.acked or not ack):
+            return
         d, now = held.dispatch, now_ms()
         if result is None:
             if ack:
@@ -488,15 +492,17 @@ class MailboxService:
 
     async def _execute(self, held: Held, sink: EventSink | None, foreground: bool) -> AgentRunResult | None:
         d, mb = held.dispatch, self.mailbox
-        held.result = None
+        held.result = held.settle = None
         try:
             if d.dispatch_instance_id != self.consumer or d.run_status != "running":  # not started with its claim
                 held.dispatch = await mb.record_dispatch_start(d.dispatch_id, held.token, self.consumer, now_ms())
         except VersionConflict:
             held.settled = True  # superseded by an interrupt: never run it
             return None
+        waits = held.activation is not None and held.activation.wait_for_decisions  # the row stays claimed then
+        held.settle = DispatchSettle(d.dispatch_id, held.token, ack_if_waiting=not waits)
         try:
-            result = await self._perform(d, sink, held.activation, held.seen)
+            result = await self._perform(d, sink, held.activation, held.seen, held.settle)
         except Exception as exc:
             # a caller that sees the error is its owner: its failure is final, never retried behind its back
             kind = "permanent" if foreground and classify_error(exc) == "transient" else classify_error(exc)
@@ -525,24 +531,31 @@ class MailboxService:
             held.settled = True
 
     async def _perform(
-        self, d: RunDispatch, sink: EventSink | None, activation: RunActivation | None, seen: RunRecord | None
+        self,
+        d: RunDispatch,
+        sink: EventSink | None,
+        activation: RunActivation | None,
+        seen: RunRecord | None,
+        settle: DispatchSettle,
     ) -> AgentRunResult | None:
         """Carry out ``d``. A decision or a continuation runs in the holder's context when this process holds the
         run for a client (``activation``), else in the context rebuilt from the run's records (``context``): an
-        approved call behaves exactly as it would have, had a rule allowed it."""
+        approved call behaves exactly as it would have, had a rule allowed it. The run settles ``d`` with the
+        checkpoint that ends it or makes it wait (``settle``)."""
         req = d.request
         if req.kind == "cancel":
             return await self.runtime.cancel_waiting(d.run_id)
         if req.kind == "decide":
             decisions = list(req.decisions)
             if activation is not None:
-                return await self.runtime.resume(d.run_id, decisions, sink, record=seen, **_context_of(activation))
+                context = _context_of(activation)
+                return await self.runtime.resume(d.run_id, decisions, sink, record=seen, settle=settle, **context)
             record = seen if seen is not None and seen.run_id == d.run_id else await self.waiting(d.run_id)
             wanted = tuple(t.tool_name for t in record.waiting.tickets) if record.waiting else ()
             async with self._context(record.session_id, record.cwd, wanted) as extras:
-                return await self.runtime.resume(d.run_id, decisions, sink, record=record, **extras)
+                return await self.runtime.resume(d.run_id, decisions, sink, record=record, settle=settle, **extras)
         if activation is not None:
-            return await self.runtime.run(replace(activation, wait_for_decisions=False), sink)
+            return await self.runtime.run(replace(activation, wait_for_decisions=False, settle=settle), sink)
         record = await self.runtime.store.load_run(d.run_id)
         if record is not None and record.status in ("waiting", "done"):
             return None  # started before a restart: it now waits for a decision, or it finished
@@ -558,7 +571,7 @@ class MailboxService:
             cwd=req.cwd,
         )
         async with self._context(req.session_id, req.cwd) as extras:
-            return await self.runtime.run(replace(activation, **extras), sink)
+            return await self.runtime.run(replace(activation, settle=settle, **extras), sink)
 
     def _context(
         self, session_id: str | None, cwd: str | None, wanted: tuple[str, ...] = ()

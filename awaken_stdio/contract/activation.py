@@ -10,6 +10,7 @@ from awaken_stdio.contract.errors import UsageError
 from awaken_stdio.contract.events import AgentEvent
 from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.mailbox import DispatchSettle
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import DisplayStatus, WaitingTicket
 from awaken_stdio.contract.suspension import Decisions
@@ -46,6 +47,7 @@ class RunActivation:
     tools: list[Tool] = field(default_factory=list)  # offered for this run only (e.g. an ACP session's MCP servers)
     overrides: dict[str, Any] = field(default_factory=dict)
     wait_for_decisions: bool = False
+    settle: DispatchSettle | None = None  # the dispatch executing it, settled with the checkpoint that ends it
 
     def validate(self) -> None:
         for m in self.messages:

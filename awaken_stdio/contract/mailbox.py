@@ -40,6 +40,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "DispatchKind",
     "DispatchRequest",
+    "DispatchSettle",
     "DispatchStatus",
     "EffectRecord",
     "EffectStatus",
@@ -236,6 +237,20 @@ class InterruptResult:
     epoch: int
     active: RunDispatch | None
     superseded: list[RunDispatch]
+
+
+@dataclass(slots=True)
+class DispatchSettle:
+    """The dispatch a run is executing, to settle with the run's checkpoint when it ends or waits (one write, not
+    two): the run's result recorded on the row, and the row acked when the run is over, or waiting with
+    ``ack_if_waiting``. A store that can sets ``settled`` when it did; the dispatcher settles the row itself when
+    it did not (a store that cannot, or a claim that moved meanwhile)."""
+
+    dispatch_id: str
+    claim_token: str
+    ack_if_waiting: bool = True
+    settled: bool = False
+    acked: bool = False
 
 
 @dataclass(slots=True)

@@ -277,6 +277,10 @@ class SqlStore(BaseStore, Store):
             if answered:
                 await tx.executemany(q.effects_settle, [(now, cp.thread_id, call_id) for call_id in answered])
             await tx.execute(q.run_upsert, *run_row)
+            if cp.settle is not None:
+                from awaken_stdio.stores.mailbox_sql import settle_in
+
+                await settle_in(tx, self.dialect, cp.settle, cp.run, now)
 
         await self._write(write)
         held = self._threads.get(cp.thread_id)

@@ -21,14 +21,16 @@ from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import (
     TERMINAL_STATUSES,
+    DispatchSettle,
     DispatchStatus,
     EffectRecord,
     InterruptResult,
     MailboxStore,
     RunDispatch,
 )
+from awaken_stdio.contract.stores import RunRecord
 
-__all__ = ["ACTIVE", "MailboxBase", "MailboxTable", "Refused"]
+__all__ = ["ACTIVE", "MailboxBase", "MailboxTable", "Refused", "settle_with"]
 
 T = TypeVar("T")
 ACTIVE: tuple[DispatchStatus, ...] = ("queued", "claimed")
@@ -135,6 +137,37 @@ async def _put(t: MailboxTable, d: RunDispatch) -> RunDispatch:
     d.validate()
     await t.update(d)
     return d
+
+
+def _run_result(
+    d: RunDispatch,
+    run_status: str,
+    termination: TerminationReason | None,
+    response: str | None,
+    error: str | None,
+    now: int,
+    ack: bool,
+) -> None:
+    d.run_status, d.termination, d.run_response, d.run_error = run_status, termination, response, error
+    d.completed_at, d.updated_at = now, now
+    if ack:
+        _finish(d, "acked", now)
+
+
+async def settle_with(t: MailboxTable, settle: DispatchSettle, run: RunRecord, now: int) -> None:
+    """Inside a checkpoint's transaction: ``run``'s result on the dispatch executing it, acked when the run is over
+    (or waits, with ``ack_if_waiting``). ``settle`` says whether the claim still held; a claim that moved is left
+    for the dispatcher, whose own settle then names the conflict."""
+    settle.settled = settle.acked = False
+    d = await _own(t, settle.dispatch_id, settle.claim_token, now)
+    if isinstance(d, Refused):
+        return
+    waiting = run.status == "waiting"
+    ack = not waiting or settle.ack_if_waiting
+    termination = TerminationReason.suspended() if waiting else run.termination
+    _run_result(d, "waiting" if waiting else "done", termination, run.response, None, now, ack)
+    await _put(t, d)
+    settle.settled, settle.acked = True, ack
 
 
 async def _own(t: MailboxTable, dispatch_id: str, token: str, now: int) -> RunDispatch | Refused:
@@ -295,10 +328,7 @@ class MailboxBase(MailboxStore):
         ack: bool = False,
     ) -> RunDispatch:
         def result(d: RunDispatch) -> None:
-            d.run_status, d.termination, d.run_response, d.run_error = run_status, termination, response, error
-            d.completed_at, d.updated_at = now, now
-            if ack:
-                _finish(d, "acked", now)
+            _run_result(d, run_status, termination, response, error, now, ack)
 
         return await self._settle(dispatch_id, claim_token, now, result)
 

@@ -15,14 +15,21 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from awaken_stdio.contract.lifecycle import TerminationReason
-from awaken_stdio.contract.mailbox import TERMINAL_STATUSES, DispatchRequest, EffectRecord, RunDispatch
+from awaken_stdio.contract.mailbox import (
+    TERMINAL_STATUSES,
+    DispatchRequest,
+    DispatchSettle,
+    EffectRecord,
+    RunDispatch,
+)
+from awaken_stdio.contract.stores import RunRecord
 from awaken_stdio.stores._codec import FAR, dumps, loads
-from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op
+from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op, settle_with
 
 if TYPE_CHECKING:
     from awaken_stdio.stores._sql import SqlStore, Tx
 
-__all__ = ["SqlMailbox"]
+__all__ = ["SqlMailbox", "settle_in"]
 
 T = TypeVar("T")
 Dialect = Literal["sqlite", "postgres"]
@@ -279,3 +286,8 @@ class SqlMailbox(MailboxBase):
 
     async def _read(self, fn: Op[T]) -> T:
         return await self._store._read(lambda tx: fn(_SqlTable(tx, self._dialect)))
+
+
+async def settle_in(tx: Tx, dialect: Dialect, settle: DispatchSettle, run: RunRecord, now: int) -> None:
+    """``settle_with`` on this store's rows, inside the caller's transaction (a checkpoint's)."""
+    await settle_with(_SqlTable(tx, dialect), settle, run, now)

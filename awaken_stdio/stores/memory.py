@@ -118,6 +118,10 @@ class MemoryStore(BaseStore, Store):
         self._put_run(cp.run)
         if answered := answered_calls(cp):
             self._mailbox.tables.settle(cp.thread_id, answered, now_ms())
+        if cp.settle is not None:
+            from awaken_stdio.stores.mailbox_core import settle_with
+
+            await settle_with(self._mailbox.tables, cp.settle, cp.run, now_ms())
 
     async def save_thread(self, thread: ThreadRecord) -> None:
         self._check_open()

@@ -66,9 +66,9 @@ def _sync_record(run: RunState) -> RunRecord:
     return r
 
 
-async def checkpoint(run: RunState) -> None:
+async def checkpoint(run: RunState, *, settles: bool = False) -> None:
     """Write the new messages, the run record and the thread state in one atomic store call (after any write
-    still behind the loop)."""
+    still behind the loop); when the run ends or waits (``settles``), with the dispatch executing it settled."""
     if run.store is None:
         return
     store = run.store
@@ -77,10 +77,15 @@ async def checkpoint(run: RunState) -> None:
         upto, record, thread_state = _snapshot(run)
         new = run.messages[run.written : upto]
 
-        def after(loaded: LoadedThread | None) -> Checkpoint:  # another writer appended meanwhile: ours go after
-            return Checkpoint(run.thread_id, loaded.thread.message_count if loaded else 0, new, record, thread_state)
+        settle = run.activation.settle if settles else None
+        if settle is not None and settle.acked:  # acked when the run waited: the dispatch is over already
+            settle = None
 
-        first = Checkpoint(run.thread_id, run.stored_count, new, record, thread_state)
+        def after(loaded: LoadedThread | None) -> Checkpoint:  # another writer appended meanwhile: ours go after
+            count = loaded.thread.message_count if loaded else 0
+            return Checkpoint(run.thread_id, count, new, record, thread_state, settle)
+
+        first = Checkpoint(run.thread_id, run.stored_count, new, record, thread_state, settle)
         written = await write_checkpoint(store, run.thread_id, after, first)
         run.written = upto
         run.stored_count = written.expected_message_count + len(new)
@@ -229,7 +234,7 @@ async def _finish(run: RunState, termination: TerminationReason) -> None:
     run.record.waiting = None
     if termination.type == "error":
         run.record.error = str(termination.value)
-    await checkpoint(run)
+    await checkpoint(run, settles=True)
     await run.emit_state()
     status = run.record.display_status
     await run.emit(

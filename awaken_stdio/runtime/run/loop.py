@@ -206,7 +206,7 @@ class AgentLoop(RunState):
         await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.step_completed()))
         await self.engine.run_phase(Phase.STEP_END, self.ctx(Phase.STEP_END))
         if asks:
-            await checkpoint(self)
+            await checkpoint(self, settles=True)
         elif not last:
             await checkpoint_soon(self)
         await self.emit_state()

@@ -81,7 +81,7 @@ async def suspend_and_wait(run: RunState) -> TerminationReason | None:
     while True:
         if run.record.waiting is None or run.state.snapshot().get(RUN_LIFECYCLE).status != "waiting":
             await set_waiting(run)
-            await checkpoint(run)
+            await checkpoint(run, settles=True)
             await run.emit_state()
         await run.emit(
             RunFinish(run.thread_id, run.run_id, TerminationReason.suspended(), RunResult(run.response, "waiting"))
