@@ -56,6 +56,7 @@ REQUESTS = {
 }
 NOTIFICATIONS = {"session/cancel": "cancel"}
 _APP_OPEN_TIMEOUT_S = 60.0
+_APP_CLOSE_GRACE_S = 5.0
 
 
 def run(startup: Startup, unread: bytes, ended: bool, answered: Initialized | None) -> int:
@@ -74,8 +75,13 @@ async def _serve(startup: Startup, unread: bytes, ended: bool, answered: Initial
         front.adopt(answered)
     async with open_stdio() as (reader, writer), anyio.create_task_group() as tg:
         await tg.start(lifecycle.watch_signals)
-        tg.start_soon(front.app.run)
-        await peer.run(reader, writer, unread=unread, ended=ended)
+        async with anyio.create_task_group() as app:
+            app.start_soon(front.app.run)
+            await peer.run(reader, writer, unread=unread, ended=ended)
+            # An app still opening finishes first (its store's connection threads would outlive the event loop if
+            # cancelled mid-open), then closes; a bounded wait, for an open that hangs.
+            front.app.close()
+            app.cancel_scope.deadline = anyio.current_time() + _APP_CLOSE_GRACE_S
         tg.cancel_scope.cancel()
     return lifecycle.exit_code()
 
