@@ -97,7 +97,7 @@ def answer_first_request(
             answered = None
         if answered is not None and not _write_answer(request_id, answered.result):
             return None
-    return (first.rest if answered else first.data), first.ended, answered
+    return (first.data if answered is None else first.rest), first.ended, answered
 
 
 def _read_first_line(fd: int = 0) -> _FirstLine:

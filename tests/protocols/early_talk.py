@@ -11,7 +11,11 @@ from typing import Any
 
 import anyio
 
-__all__ = ["answer", "catches_sigterm", "frame", "talk"]
+__all__ = ["EARLY", "LATE", "answer", "catches_sigterm", "frame", "imported_after_the_answer", "talk"]
+
+# the servers' debug line at a first initialize answered before the event loop, and on it
+EARLY = "answering initialize; heavy modules loaded: none (event loop: not loaded)"
+LATE = "answering initialize; heavy modules loaded: none (event loop: asyncio, anyio)"
 
 
 def frame(message: dict[str, Any]) -> bytes:
@@ -60,3 +64,13 @@ def catches_sigterm(pid: int) -> bool:
     status = Path(f"/proc/{pid}/status").read_text()
     found = re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.MULTILINE)
     return found is not None and bool(int(found.group(1), 16) & 1 << (signal.SIGTERM - 1))
+
+
+def imported_after_the_answer(log: str, *modules: str) -> None:
+    """In the debug log of a ``-X importtime`` run: asyncio, anyio and ``modules`` were imported only after the early
+    answer, and asyncio and anyio were imported then."""
+    before, _, after = log.partition(EARLY)
+    assert after, "no early initialize answer logged"
+    assert re.search(r"\| +awaken_stdio\.protocols\.early\n", before)  # importtime lines are there
+    assert not re.search(rf"\| +({'|'.join(('asyncio', 'anyio', *modules))})\b", before)
+    assert re.search(r"\| +asyncio\n", after) and re.search(r"\| +anyio\n", after)
