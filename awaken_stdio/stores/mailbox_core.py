@@ -281,6 +281,9 @@ class MailboxBase(MailboxStore):
             _finish(src, "acked", now)
             await _put(t, src)
             _claim(dst, new_id(), consumer, lease_ms, now)
+            # started with its claim, as enqueue_and_claim starts a row: its holder runs it at once
+            dst.clear_projection()
+            dst.dispatch_instance_id, dst.run_status = consumer, "running"
             return await _put(t, dst)
 
         return await self._change(op)

@@ -451,6 +451,9 @@ async def test_transfer_claim_hands_the_thread_to_a_queued_dispatch(mb: MailboxS
     await mb.enqueue(dispatch("decision", at=2001))
     moved = await mb.transfer_claim("a", holder.claim_token or "", "decision", LEASE, 3000)
     assert moved is not None and (moved.status, moved.claimed_by, moved.lease_until) == ("claimed", "w1", 33_000)
+    # started by its holder with the claim, as enqueue_and_claim starts a row (no second write to say so)
+    assert (moved.dispatch_instance_id, moved.run_status) == ("w1", "running")
+    assert await mb.load_dispatch("decision") == moved
     assert (await mb.load_dispatch("a")).status == "acked"  # type: ignore[union-attr]
     assert await mb.transfer_claim("decision", moved.claim_token or "", "decision", LEASE, 3001) is None
     with pytest.raises(VersionConflict):
