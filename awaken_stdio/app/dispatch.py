@@ -175,8 +175,8 @@ class MailboxService:
         """
         thread_id = activation.thread_id or new_id()
         run_id = activation.continue_run_id or activation.run_id or new_id()
-        if not activation.continue_run_id:
-            activation = replace(activation, run_id=run_id)
+        if not activation.continue_run_id and not activation.run_id:
+            activation = replace(activation, run_id=run_id, run_id_is_new=True)
         activation = replace(activation, thread_id=thread_id)
         request = DispatchRequest(
             "run",

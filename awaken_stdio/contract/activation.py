@@ -35,6 +35,7 @@ class RunActivation:
     agent_id: str | None = None
     decisions: Decisions = field(default_factory=list)
     run_id: str | None = None
+    run_id_is_new: bool = False  # ``run_id`` was made just now (``new_id``): no stored run can have it
     continue_run_id: str | None = None
     parent_run_id: str | None = None
     parent_thread_id: str | None = None

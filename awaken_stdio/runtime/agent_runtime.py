@@ -248,7 +248,7 @@ class AgentRuntime:
                 latest.waiting = None
                 latest.updated_at = now_ms()
                 await self.store.save_run(latest)
-        if activation.run_id:
+        if activation.run_id and not activation.run_id_is_new:
             existing = await self.store.load_run(activation.run_id)
             if existing is not None and existing.status != "created":
                 raise InvalidResume(f"run id {activation.run_id} is already used")

@@ -11,8 +11,11 @@ from typing import Any
 
 import pytest
 
-from awaken_stdio.contract.errors import StoreError
+from awaken_stdio.contract.activation import RunActivation
+from awaken_stdio.contract.errors import InvalidResume, StoreError
+from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.mailbox import EffectRecord
+from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import Store
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.contract.tools import ToolCallContext, ToolDescriptor, ToolResult
@@ -146,3 +149,22 @@ async def test_a_call_that_asks_for_a_decision_is_not_asked_again_as_unknown(tmp
         assert waiting.status == "waiting" and waiting.pending[0].reason != "unknown_after_crash"
         done = await runtime.resume(waiting.run_id, [(waiting.pending[0].ticket_id, ToolCallResume.approve("b"))])
         assert done.status == "completed" and len(tool.calls) == 2
+
+
+async def test_a_run_id_is_looked_up_unless_it_was_made_just_now(tmp_path: Path) -> None:
+    """A caller's own run id is checked against the store (a used one is refused); one its caller made just now
+    (``run_id_is_new``, as the dispatcher and the ACP server do) costs no read."""
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        runtime = make_runtime([turn("one"), turn("two"), turn("three")], store=store)
+        await runtime.run(RunActivation([Message.user("go")], thread_id="t1", run_id="r1"))
+        with pytest.raises(InvalidResume, match="already used"):
+            await runtime.run(RunActivation([Message.user("go")], thread_id="t2", run_id="r1"))
+        lookups: list[str] = []
+        await store._reader._execute(  # type: ignore[attr-defined]
+            store._reader._conn.set_trace_callback,  # type: ignore[attr-defined]
+            lambda sql: lookups.append(sql) if "FROM runs WHERE run_id" in sql else None,
+        )
+        done = await runtime.run(
+            RunActivation([Message.user("go")], thread_id="t3", run_id=new_id(), run_id_is_new=True)
+        )
+        assert done.status == "completed" and lookups == []

@@ -117,7 +117,7 @@ class Turns:
         from awaken_stdio.contract.messages import Message
 
         turn.run_id = new_id()
-        activation = self._context(session, [Message.user(blocks)], run_id=turn.run_id)
+        activation = self._context(session, [Message.user(blocks)], run_id=turn.run_id, run_id_is_new=True)
         # through the mailbox: the run holds its thread's claim, so a decision from any surface of any process (the
         # CLI, an MCP client) resumes it here, exactly once; a run of this thread resumed elsewhere (after a restart,
         # by such a decision) is waited for, as a second prompt waits for the first
