@@ -139,7 +139,7 @@ async def test_asyncio_and_anyio_are_imported_only_after_the_answer(harness: Har
     harness.configure([{"text": "hi"}])
     lines, log = await talk(harness, [frame(INIT) + session_new(harness, 2)], {1, 2}, python=("-X", "importtime"))
     validate_def("NewSessionResponse", answer(lines, 2)["result"])
-    imported_after_the_answer(log, "ssl", "pydantic")
+    imported_after_the_answer(log, "ssl", "pydantic", "platformdirs")  # --config and --store given
 
 
 async def test_sigterm_while_waiting_for_the_first_line_exits_0(harness: Harness) -> None:

@@ -57,7 +57,7 @@ async def test_asyncio_and_anyio_are_imported_only_after_the_answer(tmp_path: Pa
         make_env(tmp_path), [frame(INIT) + INITIALIZED + TOOLS], {1, 2}, python=("-X", "importtime")
     )
     assert answer(lines, 2)["result"]["tools"]
-    imported_after_the_answer(log, "ssl", "pydantic", "mcp")
+    imported_after_the_answer(log, "ssl", "pydantic", "mcp", "platformdirs")  # --config and --store given
 
 
 async def test_a_first_request_of_the_2026_era_is_left_to_the_peer(tmp_path: Path) -> None:
