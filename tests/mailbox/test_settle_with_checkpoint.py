@@ -14,8 +14,10 @@ from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.mailbox import DispatchSettle
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import Checkpoint
+from awaken_stdio.runtime.plugins import Block
 from awaken_stdio.stores import open_store
 from tests.mailbox.test_service import APPROVE, guarded
+from tests.runtime.helpers import AskPermission, FixedGate, FnTool, call, make_runtime, turn
 from tests.runtime.test_effect_marks import begins
 
 pytestmark = pytest.mark.anyio
@@ -76,3 +78,17 @@ async def test_a_moved_claim_is_not_settled_by_the_checkpoint(tmp_path: Path, ur
         assert not settle.settled and not settle.acked
         (still,) = await store.mailbox.list_dispatches("t1", ["acked"])
         assert still.updated_at == row.updated_at and still.updated_at <= now_ms()
+
+
+async def test_a_step_that_asks_and_is_blocked_settles_its_dispatch_with_the_runs_end(tmp_path: Path) -> None:
+    """One call waits for approval, the next is blocked: the run ends blocked, and its row says so (it is not
+    settled early by the asking call's checkpoint, before the run's end is known)."""
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        turns = [turn("", call("guarded", id="c1"), call("target", id="c2")), turn("never")]
+        gates = [AskPermission("guarded"), FixedGate("refuse", "target", Block("not here"))]
+        runtime = make_runtime(turns, tools=[FnTool("guarded"), FnTool("target")], plugins=gates, store=store)
+        service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
+        result = await service.submit(RunActivation([Message.user("go")], thread_id="t1"))
+        assert result.status != "waiting" and result.termination.type == "blocked"
+        (row,) = await store.mailbox.list_dispatches("t1", ["acked"])
+        assert row.run_status == "done" and row.termination == result.termination

@@ -191,13 +191,13 @@ class AgentLoop(RunState):
             return TerminationReason.natural()
 
         blocked = await run_tools(self, response.tool_calls)
-        suspended = bool(self.suspended_calls())
-        if suspended and blocked is None:
+        asks = bool(self.suspended_calls()) and blocked is None
+        if asks:
             await set_waiting(self)
-        await self._complete_step(asks=suspended)
+        await self._complete_step(asks=asks)
         if blocked is not None:
             return blocked
-        return TerminationReason.suspended() if suspended else None
+        return TerminationReason.suspended() if asks else None
 
     async def _complete_step(self, *, last: bool = False, asks: bool = False) -> None:
         """End the step; its checkpoint is the run's final one when it is the ``last`` (one write, not two), written
