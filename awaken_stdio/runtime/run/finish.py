@@ -111,9 +111,7 @@ async def checkpoint_soon(run: RunState) -> None:
     """A step end's checkpoint, written behind the loop on a durable store. In memory none is: nothing there
     outlives the process, so the next checkpoint (a question, the run's end) carries this step with it."""
     behind = run.behind
-    if behind is None:
-        if run.ledger is not None:  # a durable store outside ``AgentLoop.run``'s write-behind
-            await checkpoint(run)
+    if behind is None:  # in memory (``AgentLoop.run`` writes behind on every durable store)
         return
     behind.wanted = _snapshot(run)
     if not behind.busy:

@@ -134,8 +134,8 @@ async def invoke(
     )
     await run.commit(before)
     ctx = run.call_context(call, snapshot or run.state.snapshot(), state)
-    if _marked(run, tool):  # the steps before first: its mark must not outrun the conversation it belongs to
-        await flush(run)  # a store that failed them fails the run here, not the call
+    if not tool.descriptor.read_only:  # the steps before its effect mark first (a no-op in memory); a store that
+        await flush(run)  # failed them fails the run here, not the call
     started = False
 
     async def mark() -> None:
@@ -198,15 +198,11 @@ async def execute_tool(
     return Executed(out if isinstance(out, ToolResult) else ToolResult.success(tool.name, out))
 
 
-def _marked(run: RunState, tool: Tool) -> bool:
-    return run.ledger is not None and not tool.descriptor.read_only
-
-
 async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: ToolCallResume | None) -> bool:
     """The effect ledger's ``started`` mark, durable before the tool runs (one write, shielded): a crash before
     its result is checkpointed leaves the outcome unknown, to be asked about, never silently run again. A read-only
     tool needs none (running it again changes nothing). The checkpoint that appends the result settles the mark."""
-    if run.ledger is None or not _marked(run, tool):
+    if run.ledger is None or tool.descriptor.read_only:
         return False
     decision = resume.decision_id if resume is not None else None
     record = EffectRecord(run.thread_id, call.id, run.run_id, call.name, call.arguments, decision_id=decision)
