@@ -1,4 +1,5 @@
-"""The side-effecting tool of the crash tests: ``append_line`` appends one line to ``$CRASH_OUT``.
+"""The tools of the crash tests: ``append_line`` appends one line to ``$CRASH_OUT`` (side-effecting); ``peek``
+reads nothing and answers (read-only: its steps are written behind the run).
 
 With ``$CRASH_HANG`` set it first creates that file (so the test knows the tool is running) and hangs, which is
 where the test kills the process.
@@ -23,3 +24,9 @@ def append_line(line: str) -> str:
     with open(os.environ["CRASH_OUT"], "a") as f:
         f.write(line + "\n")
     return "appended"
+
+
+@tool(kind="read", read_only=True)
+def peek(key: str) -> str:
+    """Look at a key (changes nothing)."""
+    return f"seen {key}"

@@ -1,9 +1,10 @@
 """Crash tests with real processes, a real SQLite file and a side-effecting tool (``append_line``, asked for).
 
 A process is killed with SIGKILL (a) while its run waits for approval, (b) after a decision was recorded but before
-the tool ran, (c) while the tool runs. After a restart nothing is lost: the run is listed as waiting, and once
-approved the line is written exactly once; in (c) the person is asked again and told the earlier attempt's outcome
-is unknown. And two processes sharing the database: a decision given to one resumes the run waiting in the other.
+the tool ran, (c) while the tool runs, (d) while an allowed tool runs after steps written behind the run. After a
+restart nothing is lost: the run is listed as waiting, and once approved the line is written exactly once; in (c)
+and (d) the person is asked again and told the earlier attempt's outcome is unknown. And two processes sharing the
+database: a decision given to one resumes the run waiting in the other.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -62,7 +64,8 @@ class World:
         self.procs: list[subprocess.Popen[str]] = []
 
     def child(self, mode: str, *args: str, **env: str) -> subprocess.Popen[str]:
-        return self.spawn([sys.executable, "-m", "tests.e2e.crash_child", mode, str(self.config), self.store, *args])
+        cmd = [sys.executable, "-m", "tests.e2e.crash_child", mode, str(self.config), self.store, *args]
+        return self.spawn(cmd, **env)
 
     def spawn(self, cmd: list[str], **env: str) -> subprocess.Popen[str]:
         proc = subprocess.Popen(cmd, cwd=ROOT, env={**self.env, **env}, stdout=subprocess.PIPE, text=True)
@@ -198,3 +201,33 @@ def test_a_decision_given_to_one_process_resumes_the_run_waiting_in_another_once
     assert holder.wait(TIMEOUT_S) == 0
     assert world.lines() == ["hello"]
     assert [r["status"] for r in world.runs()] == ["completed"]
+
+
+def test_killed_while_an_allowed_tool_runs_after_steps_written_behind(world: World) -> None:
+    """Three read-only steps are written behind the run; the allowed ``append_line`` after them waits until they
+    are stored, is marked, and hangs: a kill -9 there loses none of them, and a restart asks about the write (its
+    outcome is unknown) instead of running it again."""
+    peeks = [{"text": f"look {i}", "tool_calls": [{"name": "peek", "arguments": {"key": f"k{i}"}}]} for i in range(3)]
+    write = {"text": "", "tool_calls": [{"name": "append_line", "arguments": {"line": "hello"}, "id": "c1"}]}
+    (world.config.parent / "script.json").write_text(json.dumps({"turns": [*peeks, write, {"text": "done"}]}))
+    world.config.write_text(
+        CONFIG.replace('tools = ["append_line"]', 'tools = ["peek", "append_line"]').replace('"ask"', '"allow"')
+    )
+    running = world.child("start", CRASH_HANG=str(world.hang))
+    wait_for(world.hang, running)
+    kill(running)
+
+    (run,) = world.runs()
+    shown = world.cli("runs", "show", run["run_id"], "--json")
+    assert shown.returncode == 0, shown.stderr
+    db = sqlite3.connect(world.store.removeprefix("sqlite://"))
+    try:
+        stored = [json.loads(body) for (body,) in db.execute("SELECT body FROM messages ORDER BY seq")]
+    finally:
+        db.close()
+    assert [m["role"] for m in stored] == ["user"] + ["assistant", "tool"] * 3  # every step before the write
+
+    worker = world.child("serve", run["run_id"], "reasked")
+    assert worker.wait(TIMEOUT_S) == 0
+    again = world.assert_listed_waiting(run["run_id"])
+    assert "outcome is unknown" in again["pending"][0]["reason"] and world.lines() == []
