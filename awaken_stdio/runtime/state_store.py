@@ -168,24 +168,27 @@ class StateStore:
 
     # -- persistence --------------------------------------------------------------------------------------------
 
-    def _export(self, scope: str | None) -> PersistedState:
+    def _export(self, scope: str | None, snapshot: Snapshot | None) -> PersistedState:
+        snapshot = snapshot or self._snapshot
         out: dict[str, Any] = {}
-        for name, value in self._snapshot.ext.raw().items():
+        for name, value in snapshot.ext.raw().items():
             key = self._keys.get(name)
             if key is None or not key.persistent or (scope is not None and key.scope != scope):
                 continue
             out[name] = key.encode(value)
-        return PersistedState(self._snapshot.revision, out)
+        return PersistedState(snapshot.revision, out)
 
     def export_persisted(self) -> PersistedState:
         """Every persistent key that has a value (non-persistent keys never leave the process)."""
-        return self._export(None)
+        return self._export(None, None)
 
-    def export_thread_scoped(self) -> PersistedState:
-        return self._export("thread")
+    def export_thread_scoped(self, snapshot: Snapshot | None = None) -> PersistedState:
+        """The thread-scoped keys of the current state, or of an earlier ``snapshot`` of it (snapshots are
+        immutable: a checkpoint captures one in O(1) and exports it only when it is written)."""
+        return self._export("thread", snapshot)
 
-    def export_run_scoped(self) -> PersistedState:
-        return self._export("run")
+    def export_run_scoped(self, snapshot: Snapshot | None = None) -> PersistedState:
+        return self._export("run", snapshot)
 
     def _decode(self, persisted: PersistedState, policy: UnknownKeyPolicy, scope: str | None) -> dict[str, Any]:
         decoded: dict[str, Any] = {}

@@ -259,7 +259,9 @@ class SqliteStore(SqlStore):
     def __init__(self, url: str, path: str, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
         self.url, self.path = url, path
         self._writer, self._reader = writer, reader
-        self._wlock, self._rlock = anyio.Lock(), anyio.Lock()
+        # fast_acquire: an uncontended lock is taken without yielding to the event loop first (a whole loop
+        # iteration per transaction otherwise); every holder yields anyway, at its hop to the database thread.
+        self._wlock, self._rlock = anyio.Lock(fast_acquire=True), anyio.Lock(fast_acquire=True)
 
     @classmethod
     async def open(cls, url: str, path: str) -> SqliteStore:

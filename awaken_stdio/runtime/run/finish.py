@@ -13,20 +13,21 @@ read-only tools); they are done again, and nothing that had an effect is.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import anyio
-from anyio.abc import TaskGroup
 
 from awaken_stdio.contract.activation import AgentRunResult
 from awaken_stdio.contract.errors import InvalidResume, ProviderError, VersionConflict
 from awaken_stdio.contract.events import ErrorEvent, RunFinish, RunResult
 from awaken_stdio.contract.ids import new_id, now_ms
+from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message, TextBlock, valid_text
-from awaken_stdio.contract.state import PersistedState, StateCommand
+from awaken_stdio.contract.state import PersistedState, Snapshot, StateCommand
 from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
 from awaken_stdio.runtime.plugins import Phase
 from awaken_stdio.runtime.run.calls import CANCELLED_WITH_RUN, cancel_suspended, cancelled_calls
@@ -51,19 +52,38 @@ log = logging.getLogger(__name__)
 CHECKPOINT_RETRIES = 8  # checkpoints lost to other writers' appends before giving up
 
 
-def _sync_record(run: RunState) -> RunRecord:
-    lifecycle = run.state.snapshot().get(RUN_LIFECYCLE)
+@dataclass(frozen=True, slots=True)
+class EndOfStep:
+    """What a checkpoint taken at a step end holds, captured in O(1): the state is an immutable snapshot, so the
+    run record and the thread state are exported from it only when a write takes it (most step ends of a fast run
+    are superseded before any write starts)."""
+
+    upto: int  # messages[:upto]
+    state: Snapshot
+    steps: int
+    usage: TokenUsage
+    response: str
+    at: int
+
+
+def _end_of_step(run: RunState) -> EndOfStep:
+    return EndOfStep(len(run.messages), run.state.snapshot(), run.steps, run.usage, run.response, now_ms())
+
+
+def _record_at(run: RunState, end: EndOfStep) -> RunRecord:
+    """The run record as of ``end`` (also kept in ``run.record``, which the run's result reads)."""
+    lifecycle = end.state.get(RUN_LIFECYCLE)
     r = run.record
     r.status = lifecycle.status if lifecycle.run_id else r.status
     if r.status != "waiting":
         r.waiting = None
     r.status_reason = lifecycle.status_reason
-    r.steps = run.steps
-    r.usage = run.usage
-    r.response = run.response or r.response
-    r.updated_at = now_ms()
-    r.state = run.state.export_run_scoped()
-    return r
+    r.steps = end.steps
+    r.usage = end.usage
+    r.response = end.response or r.response
+    r.updated_at = end.at
+    r.state = run.state.export_run_scoped(end.state)
+    return r.copy()
 
 
 async def checkpoint(run: RunState, *, settles: bool = False) -> None:
@@ -74,7 +94,8 @@ async def checkpoint(run: RunState, *, settles: bool = False) -> None:
     store = run.store
     with anyio.CancelScope(shield=True):
         await flush(run, superseded=True)
-        upto, record, thread_state = _snapshot(run)
+        end = _end_of_step(run)
+        upto, record, thread_state = end.upto, _record_at(run, end), run.state.export_thread_scoped(end.state)
         new = run.messages[run.written : upto]
 
         settle = run.activation.settle if settles else None
@@ -91,20 +112,42 @@ async def checkpoint(run: RunState, *, settles: bool = False) -> None:
         run.stored_count = written.expected_message_count + len(new)
 
 
-def _snapshot(run: RunState) -> tuple[int, RunRecord, PersistedState]:
-    """What a checkpoint taken now holds: the conversation up to here, the run record and the thread state."""
-    return len(run.messages), _sync_record(run).copy(), run.state.export_thread_scoped()
-
-
 @dataclass(slots=True)
 class WriteBehind:
-    """The step checkpoints of one run on a durable store, written behind its loop by tasks of ``group``."""
+    """The step checkpoints of one run on a durable store, written behind its loop by one writer task at a time.
 
-    group: TaskGroup
-    wanted: tuple[int, RunRecord, PersistedState] | None = None  # the latest step end not yet in flight
-    busy: bool = False
-    idle: anyio.Event = field(default_factory=anyio.Event)
+    The writer starts only once the loop lets the event loop run (a callback scheduled at the step end): a run
+    that never waits (a scripted or cached model) carries all its step ends into its final checkpoint without a
+    task ever being made, and one that waits on its model has the step written meanwhile. The run waits for the
+    writer at every ``flush`` and before it returns (``AgentLoop.run``), so no write outlives it."""
+
+    wanted: EndOfStep | None = None  # the latest step end not yet in flight
+    scheduled: asyncio.Handle | None = None  # the writer's start, while it has not run
+    writer: asyncio.Task[None] | None = None  # the writer, while it runs
+    idle: anyio.Event | None = None  # made by a waiter, set by the writer when it is done
     error: Exception | None = None  # what a write behind raised, for the next ``flush`` to raise
+
+    @property
+    def busy(self) -> bool:
+        return self.scheduled is not None or self.writer is not None
+
+    def start(self, run: RunState) -> None:
+        self.scheduled = None
+        self.writer = asyncio.get_running_loop().create_task(_write_behind(run, self))
+
+    def unschedule(self) -> None:
+        """Drop a writer that has not started: its step ends are superseded, or the run is over."""
+        if self.scheduled is not None:
+            self.scheduled.cancel()
+            self.scheduled = None
+
+    async def wait(self) -> None:
+        """Until no writer is scheduled or running (shielded: a write in flight is never abandoned)."""
+        with anyio.CancelScope(shield=True):
+            while self.busy:
+                if self.idle is None or self.idle.is_set():
+                    self.idle = anyio.Event()
+                await self.idle.wait()
 
 
 async def checkpoint_soon(run: RunState) -> None:
@@ -113,10 +156,9 @@ async def checkpoint_soon(run: RunState) -> None:
     behind = run.behind
     if behind is None:  # in memory (``AgentLoop.run`` writes behind on every durable store)
         return
-    behind.wanted = _snapshot(run)
-    if not behind.busy:
-        behind.busy, behind.idle = True, anyio.Event()
-        behind.group.start_soon(_write_behind, run, behind)
+    behind.wanted = _end_of_step(run)
+    if not behind.busy:  # asyncio's own call_soon (anyio has none): runs once this task lets the event loop go on
+        behind.scheduled = asyncio.get_running_loop().call_soon(behind.start, run)
 
 
 async def _write_behind(run: RunState, behind: WriteBehind) -> None:
@@ -126,17 +168,18 @@ async def _write_behind(run: RunState, behind: WriteBehind) -> None:
     with anyio.CancelScope(shield=True):
         try:
             while behind.wanted is not None and behind.error is None:
-                upto, record, thread_state = behind.wanted
-                behind.wanted = None
-                new = run.messages[run.written : upto]
+                end, behind.wanted = behind.wanted, None
+                new = run.messages[run.written : end.upto]
+                record, thread_state = _record_at(run, end), run.state.export_thread_scoped(end.state)
                 await run.store.checkpoint(Checkpoint(run.thread_id, run.stored_count, new, record, thread_state))
-                run.written = upto
+                run.written = end.upto
                 run.stored_count += len(new)
         except Exception as exc:  # raised by the next flush, where the loop can fail the run
             behind.error, behind.wanted = exc, None
         finally:
-            behind.busy = False
-            behind.idle.set()
+            behind.writer = None
+            if behind.idle is not None:
+                behind.idle.set()
 
 
 async def flush(run: RunState, *, superseded: bool = False) -> None:
@@ -148,9 +191,8 @@ async def flush(run: RunState, *, superseded: bool = False) -> None:
         return
     if superseded:
         behind.wanted = None
-    with anyio.CancelScope(shield=True):
-        while behind.busy:
-            await behind.idle.wait()
+        behind.unschedule()
+    await behind.wait()
     error, behind.error = behind.error, None
     if error is not None and not isinstance(error, VersionConflict):
         raise error

@@ -42,16 +42,12 @@ class AgentLoop(RunState):
     async def run(self) -> AgentRunResult:
         if self.ledger is None:  # in memory: a checkpoint costs no more than noting it
             return await self._run_to_end()
-        outcome: AgentRunResult | BaseException = RuntimeError("the run did not start")
-        async with anyio.create_task_group() as group:
-            self.behind = WriteBehind(group)
-            try:
-                outcome = await self._run_to_end()
-            except BaseException as exc:  # raised as it is below, not wrapped in the task group's exception group
-                outcome = exc
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
+        self.behind = behind = WriteBehind()
+        try:
+            return await self._run_to_end()
+        finally:  # the final checkpoint has superseded what is scheduled; a write in flight ends first
+            behind.unschedule()
+            await behind.wait()
 
     async def _run_to_end(self) -> AgentRunResult:
         termination: TerminationReason | None = None
