@@ -37,6 +37,7 @@ from awaken_stdio.contract.suspension import ToolCallResume
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_PRIORITY",
+    "OPEN_EFFECT_STATUSES",
     "TERMINAL_STATUSES",
     "DispatchKind",
     "DispatchRequest",
@@ -54,6 +55,8 @@ __all__ = [
 DispatchStatus = Literal["queued", "claimed", "acked", "cancelled", "superseded", "dead_letter"]
 DispatchKind = Literal["run", "decide", "cancel"]
 EffectStatus = Literal["started", "finished", "unknown_after_crash"]
+# the entries a run on the thread settles first (``MailboxStore.open_effects``)
+OPEN_EFFECT_STATUSES: tuple[EffectStatus, ...] = ("started", "unknown_after_crash")
 TERMINAL_STATUSES: frozenset[DispatchStatus] = frozenset({"acked", "cancelled", "superseded", "dead_letter"})
 DEFAULT_PRIORITY = 128
 DEFAULT_MAX_ATTEMPTS = 5
@@ -400,8 +403,10 @@ class MailboxStore(Protocol):
 
     async def effect_finished(self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int) -> None: ...
 
-    async def open_effects(self, thread_id: str, call_ids: list[str]) -> list[EffectRecord]:
-        """Entries of the thread that are ``started``, plus any entry of ``call_ids``."""
+    async def open_effects(self, thread_id: str) -> list[EffectRecord]:
+        """Entries of the thread whose outcome is not settled: ``started`` (a process died running the call) or
+        ``unknown_after_crash`` (offered again, not answered yet). A call's entry is settled by the checkpoint that
+        appends its result to the conversation."""
         ...
 
     async def mark_effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None:

@@ -16,7 +16,7 @@ from awaken_stdio.contract.identity import RunIdentity
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import RunOutcome, RunStatus, TerminationReason
-from awaken_stdio.contract.mailbox import DispatchSettle, MailboxStore
+from awaken_stdio.contract.mailbox import DispatchSettle, EffectRecord, MailboxStore
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.profile import ProfileStore
@@ -396,5 +396,13 @@ class Store(ThreadStore, RunStore, ProfileStore, SessionStore, PermissionStore, 
     def mailbox(self) -> MailboxStore:
         """The store's mailbox and effect ledger (``contract/mailbox.py``), in the same database."""
         ...
+
+    async def load_thread_for_run(self, thread_id: str) -> tuple[LoadedThread | None, list[EffectRecord]]:
+        """What a run on the thread starts from: ``load_thread`` and the ledger's ``open_effects``, read together
+        where the store can (one database round trip instead of two). The effects may exist without the thread: a
+        first step's call is marked before that step is checkpointed. The effects are read first: one settled
+        meanwhile has its result among the messages read after."""
+        effects = await self.mailbox.open_effects(thread_id)
+        return await self.load_thread(thread_id), effects
 
     async def aclose(self) -> None: ...

@@ -190,7 +190,7 @@ class AgentRuntime:
         self, activation: RunActivation, thread_id: str, sink: EventSink | None, active: _ActiveRun
     ) -> AgentLoop:
         # a thread id made just now names nothing stored yet
-        loaded = await self.store.load_thread(thread_id) if activation.thread_id else None
+        loaded, effects = await self.store.load_thread_for_run(thread_id) if activation.thread_id else (None, [])
         history = model_view(list(loaded.messages)) if loaded else []  # the store keeps what a summary replaced
         latest = loaded.latest_run if loaded else None
         persisted = _persisted_agent(loaded)
@@ -217,6 +217,7 @@ class AgentRuntime:
             cancel=active.cancel,
             stored_count=len(loaded.messages) if loaded else 0,
             compactor=self.compactor,
+            open_effects=effects,
         )
         if activation.decisions:
             check_decisions(loop, activation.decisions)

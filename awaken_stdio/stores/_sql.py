@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from awaken_stdio.contract.errors import VersionConflict
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import RunStatus
-from awaken_stdio.contract.mailbox import MailboxStore
+from awaken_stdio.contract.mailbox import EffectRecord, MailboxStore
 from awaken_stdio.contract.messages import Message, message_from_json, message_to_json
 from awaken_stdio.contract.profile import ProfileEntry
 from awaken_stdio.contract.state import PersistedState
@@ -91,7 +91,7 @@ class Queries:
     # -- messages --
     messages_insert: str  # thread_id, seq, message_id, run_id, body
     messages_range: str  # thread_id, first_seq, end_seq -> (body)
-    effects_settle: str  # now, thread_id, call_id: a started effect-ledger entry becomes finished
+    effects_settle: str  # now, thread_id, call_id: an open effect-ledger entry (its result appended) is finished
     # -- runs --
     run_upsert: str  # run_id, thread_id, status, created_at, updated_at, body
     run_get: str  # run_id -> (body)
@@ -190,11 +190,23 @@ class SqlStore(BaseStore, Store):
             self._threads.popitem(last=False)
 
     async def load_thread(self, thread_id: str) -> LoadedThread | None:
+        return (await self._load(thread_id, False))[0]
+
+    async def load_thread_for_run(self, thread_id: str) -> tuple[LoadedThread | None, list[EffectRecord]]:
+        return await self._load(thread_id, True)
+
+    async def _load(self, thread_id: str, effects: bool) -> tuple[LoadedThread | None, list[EffectRecord]]:
         q = self.q
         held = self._threads.get(thread_id) or []
         known, last = len(held), held[-1].id if held else None
+        open_effects: list[EffectRecord] = []
 
         async def load(tx: Tx) -> tuple[LoadedThread, int] | Literal[False] | None:
+            nonlocal open_effects
+            if effects:  # before the thread: an entry settled meanwhile has its result in the messages read next
+                from awaken_stdio.stores.mailbox_sql import open_effects_in
+
+                open_effects = await open_effects_in(tx, self.dialect, thread_id)
             # No snapshot needed: one statement reads the thread, its state and latest run together, and the
             # messages below the count it saw are committed and never change (append-only, by seq).
             row = await tx.fetchone(q.thread_probe, thread_id, known - 1)
@@ -210,16 +222,16 @@ class SqlStore(BaseStore, Store):
 
         got = await self._read(load)
         if got is False or (got and got[1] and (len(held) != known or self._threads.get(thread_id) is not held)):
-            return await self._load_snapshot(thread_id)  # raced a delete, or a concurrent load of ours
+            return await self._load_snapshot(thread_id), open_effects  # raced a delete, or a concurrent load of ours
         if got is None:
             self._threads.pop(thread_id, None)
-            return None
+            return None, open_effects
         loaded, start = got
         if start:
             held.extend(loaded.messages)
             loaded.messages = list(held)
         self._remember(thread_id, held if start else list(loaded.messages))
-        return loaded
+        return loaded, open_effects
 
     async def _load_snapshot(self, thread_id: str) -> LoadedThread | None:
         q = self.q

@@ -92,7 +92,7 @@ class MailboxTable(Protocol):
 
     async def effect_finish(self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int) -> None: ...
 
-    async def effects_open(self, thread_id: str, call_ids: list[str]) -> list[EffectRecord]: ...
+    async def effects_open(self, thread_id: str) -> list[EffectRecord]: ...
 
     async def effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None: ...
 
@@ -437,8 +437,8 @@ class MailboxBase(MailboxStore):
     async def effect_finished(self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int) -> None:
         await self._write(lambda t: t.effect_finish(thread_id, call_id, result, now))
 
-    async def open_effects(self, thread_id: str, call_ids: list[str]) -> list[EffectRecord]:
-        return await self._read(lambda t: t.effects_open(thread_id, call_ids))
+    async def open_effects(self, thread_id: str) -> list[EffectRecord]:
+        return await self._read(lambda t: t.effects_open(thread_id))
 
     async def mark_effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None:
         if call_ids:

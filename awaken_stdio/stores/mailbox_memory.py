@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any, TypeVar
 
-from awaken_stdio.contract.mailbox import TERMINAL_STATUSES, EffectRecord, EffectStatus, RunDispatch
+from awaken_stdio.contract.mailbox import (
+    OPEN_EFFECT_STATUSES,
+    TERMINAL_STATUSES,
+    EffectRecord,
+    EffectStatus,
+    RunDispatch,
+)
 from awaken_stdio.stores._codec import FAR
 from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op
 
@@ -38,7 +44,7 @@ class MailboxTables(MailboxTable):
         self.thread_of: dict[str, str] = {}
         self.epochs: dict[str, int] = {}
         self.effects: dict[tuple[str, str], EffectRecord] = {}
-        self.open_effects: dict[str, set[str]] = {}  # thread -> calls started and not finished: no full scans
+        self.open_effects: dict[str, set[str]] = {}  # thread -> calls with an open entry: no full scans
         self.dirty = False
 
     def _all(self) -> list[RunDispatch]:
@@ -131,7 +137,7 @@ class MailboxTables(MailboxTable):
 
     def _track(self, e: EffectRecord) -> None:
         calls = self.open_effects.setdefault(e.thread_id, set())
-        if e.status == "started":
+        if e.status in OPEN_EFFECT_STATUSES:
             calls.add(e.call_id)
         else:
             calls.discard(e.call_id)
@@ -144,24 +150,25 @@ class MailboxTables(MailboxTable):
             self.dirty = True
 
     def settle(self, thread_id: str, call_ids: list[str], now: int) -> None:
-        """``started`` entries among ``call_ids`` become ``finished`` (their results reached the conversation)."""
-        self._leave_started(thread_id, call_ids, "finished", now)
+        """Open entries among ``call_ids`` become ``finished`` (their results reached the conversation)."""
+        self._leave(thread_id, call_ids, OPEN_EFFECT_STATUSES, "finished", now)
 
-    def _leave_started(self, thread_id: str, call_ids: list[str], status: EffectStatus, now: int) -> None:
+    def _leave(
+        self, thread_id: str, call_ids: list[str], leaving: tuple[EffectStatus, ...], status: EffectStatus, now: int
+    ) -> None:
         for c in call_ids:
             e = self.effects.get((thread_id, c))
-            if e is not None and e.status == "started":
+            if e is not None and e.status in leaving:
                 e.status, e.updated_at = status, now
                 self._track(e)
                 self.dirty = True
 
-    async def effects_open(self, thread_id: str, call_ids: list[str]) -> list[EffectRecord]:
-        keys = self.open_effects.get(thread_id, set()) | set(call_ids)
-        found = [replace(e) for c in keys if (e := self.effects.get((thread_id, c))) is not None]
+    async def effects_open(self, thread_id: str) -> list[EffectRecord]:
+        found = [replace(self.effects[(thread_id, c)]) for c in self.open_effects.get(thread_id, ())]
         return sorted(found, key=lambda e: (e.started_at, e.call_id))
 
     async def effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None:
-        self._leave_started(thread_id, call_ids, "unknown_after_crash", now)
+        self._leave(thread_id, call_ids, ("started",), "unknown_after_crash", now)
 
     # -- the file form -----------------------------------------------------------------------------------------
 

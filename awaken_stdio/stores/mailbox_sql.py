@@ -29,7 +29,7 @@ from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op, sett
 if TYPE_CHECKING:
     from awaken_stdio.stores._sql import SqlStore, Tx
 
-__all__ = ["SqlMailbox", "settle_in"]
+__all__ = ["SqlMailbox", "open_effects_in", "settle_in"]
 
 T = TypeVar("T")
 Dialect = Literal["sqlite", "postgres"]
@@ -85,6 +85,9 @@ EFFECT_PUT = f"""
     ON CONFLICT (thread_id, call_id) DO UPDATE SET run_id = excluded.run_id, tool_name = excluded.tool_name,
         arguments = excluded.arguments, status = excluded.status, decision_id = excluded.decision_id,
         result = excluded.result, started_at = excluded.started_at, updated_at = excluded.updated_at"""
+EFFECTS_OPEN = f"""
+    SELECT {EFFECT_COLUMNS} FROM tool_effects WHERE thread_id = ? AND status IN ('started', 'unknown_after_crash')
+    ORDER BY started_at, call_id"""
 EFFECT_FINISH = (
     "UPDATE tool_effects SET status = 'finished', result = ?, updated_at = ? WHERE thread_id = ? AND call_id = ?"
 )
@@ -100,13 +103,6 @@ def thread_rows_sql(n_statuses: int | None) -> str:
 def by_status_sql(n: int) -> str:
     return f"""SELECT {COLUMNS} FROM run_dispatches WHERE status IN ({_marks(n)})
         ORDER BY created_at, dispatch_id LIMIT ? OFFSET ?"""
-
-
-@cache
-def effects_open_sql(n: int) -> str:
-    also = f" OR call_id IN ({_marks(n)})" if n else ""
-    return f"""SELECT {EFFECT_COLUMNS} FROM tool_effects WHERE thread_id = ? AND (status = 'started'{also})
-        ORDER BY started_at, call_id"""
 
 
 @cache
@@ -267,8 +263,8 @@ class _SqlTable(MailboxTable):
     async def effect_finish(self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int) -> None:
         await self._run(EFFECT_FINISH, dumps(result), now, thread_id, call_id)
 
-    async def effects_open(self, thread_id: str, call_ids: list[str]) -> list[EffectRecord]:
-        return [_effect(r) for r in await self._all(effects_open_sql(len(call_ids)), thread_id, *call_ids)]
+    async def effects_open(self, thread_id: str) -> list[EffectRecord]:
+        return [_effect(r) for r in await self._all(EFFECTS_OPEN, thread_id)]
 
     async def effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None:
         await self._run(effects_unknown_sql(len(call_ids)), now, thread_id, *call_ids)
@@ -291,3 +287,8 @@ class SqlMailbox(MailboxBase):
 async def settle_in(tx: Tx, dialect: Dialect, settle: DispatchSettle, run: RunRecord, now: int) -> None:
     """``settle_with`` on this store's rows, inside the caller's transaction (a checkpoint's)."""
     await settle_with(_SqlTable(tx, dialect), settle, run, now)
+
+
+async def open_effects_in(tx: Tx, dialect: Dialect, thread_id: str) -> list[EffectRecord]:
+    """``open_effects`` inside the caller's transaction (a thread load's: one hop for both)."""
+    return await _SqlTable(tx, dialect).effects_open(thread_id)

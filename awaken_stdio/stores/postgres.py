@@ -71,7 +71,7 @@ QUERIES = Queries(
     messages_range="SELECT body FROM messages WHERE thread_id = $1 AND seq >= $2 AND seq < $3 ORDER BY seq",
     effects_settle=(
         "UPDATE tool_effects SET status = 'finished', updated_at = $1 WHERE thread_id = $2 AND call_id = $3 "
-        "AND status = 'started'"
+        "AND status IN ('started', 'unknown_after_crash')"
     ),
     run_upsert="""
         INSERT INTO runs (run_id, thread_id, status, created_at, updated_at, body) VALUES ($1, $2, $3, $4, $5, $6)

@@ -87,7 +87,7 @@ QUERIES = Queries(
     messages_range="SELECT body FROM messages WHERE thread_id = ? AND seq >= ? AND seq < ? ORDER BY seq",
     effects_settle=(
         "UPDATE tool_effects SET status = 'finished', updated_at = ? WHERE thread_id = ? AND call_id = ? "
-        "AND status = 'started'"
+        "AND status IN ('started', 'unknown_after_crash')"
     ),
     run_upsert="""
         INSERT INTO runs (run_id, thread_id, status, created_at, updated_at, body) VALUES (?, ?, ?, ?, ?, ?)

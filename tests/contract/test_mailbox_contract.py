@@ -471,25 +471,22 @@ async def test_effect_ledger_records_started_finished_and_unknown(mb: MailboxSto
     await mb.effect_started(EffectRecord("t1", "c2", "r1", "append", {"line": "y"}, started_at=11))
     await mb.effect_started(EffectRecord("t2", "c9", "r2", "append", None, started_at=12))
     await mb.effect_finished("t1", "c2", {"status": "success", "data": 1}, 20)
-    open_ = await mb.open_effects("t1", [])
+    open_ = await mb.open_effects("t1")  # a finished entry is settled: not open
     assert [(e.call_id, e.status, e.decision_id, e.arguments) for e in open_] == [
         ("c1", "started", "dec", {"line": "x"})
     ]
-    both = await mb.open_effects("t1", ["c2"])
-    assert [(e.call_id, e.status) for e in both] == [("c1", "started"), ("c2", "finished")]
-    assert both[1].result == {"status": "success", "data": 1}
-    await mb.mark_effects_unknown("t1", ["c1", "c2"], 30)
-    assert await mb.open_effects("t1", []) == []
-    assert [(e.call_id, e.status) for e in await mb.open_effects("t1", ["c1", "c2"])] == [
-        ("c1", "unknown_after_crash"),
-        ("c2", "finished"),
-    ]
+    await mb.mark_effects_unknown("t1", ["c1", "c2"], 30)  # only a started entry becomes unknown
+    assert [(e.call_id, e.status) for e in await mb.open_effects("t1")] == [("c1", "unknown_after_crash")]
+    assert [e.call_id for e in await mb.open_effects("t2")] == ["c9"]
     assert await mb.purge_terminal(25) == 0
-    assert [e.call_id for e in await mb.open_effects("t1", ["c1", "c2"])] == ["c1"]  # finished c2 purged
+    assert [e.call_id for e in await mb.open_effects("t1")] == ["c1"]  # an unknown outcome is never purged
+    await mb.effect_started(EffectRecord("t1", "c2", "r3", "append", {"line": "y"}, started_at=40))
+    assert [(e.call_id, e.run_id) for e in await mb.open_effects("t1")] == [("c1", "r1"), ("c2", "r3")]
 
 
-async def test_a_checkpoint_appending_a_result_settles_its_started_entry(store: Store) -> None:
-    """The result in the conversation is the finished mark: the loop writes no separate one (issue 16)."""
+async def test_a_checkpoint_appending_a_result_settles_its_open_entry(store: Store) -> None:
+    """The result in the conversation is the finished mark: the loop writes no separate one (issue 16). An entry
+    offered again after a crash (unknown) and answered is settled too, so no later run reads it again."""
     mb = store.mailbox
     await mb.effect_started(EffectRecord("t1", "c1", "r1", "append", {}, started_at=10))
     await mb.effect_started(EffectRecord("t1", "c2", "r1", "append", {}, started_at=11))
@@ -498,9 +495,11 @@ async def test_a_checkpoint_appending_a_result_settles_its_started_entry(store: 
     call = Message.assistant("", [ToolCall("c1", "append", {}), ToolCall("c3", "append", {})])
     messages = [Message.user("go"), call, Message.tool("c1", "ok"), Message.tool("c3", "again")]
     await store.checkpoint(Checkpoint("t1", 0, messages, RunRecord("r1", "t1", "coder")))
-    assert [e.call_id for e in await mb.open_effects("t1", [])] == ["c2"]  # c1 settled, c2 still running
-    settled = {e.call_id: e.status for e in await mb.open_effects("t1", ["c1", "c3"])}
-    assert settled == {"c1": "finished", "c2": "started", "c3": "unknown_after_crash"}
+    assert [(e.call_id, e.status) for e in await mb.open_effects("t1")] == [("c2", "started")]
+    loaded, effects = await store.load_thread_for_run("t1")  # the same entries, read with the thread
+    assert loaded is not None and len(loaded.messages) == 4
+    assert [e.call_id for e in effects] == ["c2"]
+    assert await store.load_thread_for_run("t-none") == (None, [])
 
 
 def test_retry_delay_doubles_from_250_ms_to_30_s() -> None:

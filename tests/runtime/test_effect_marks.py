@@ -39,7 +39,8 @@ async def begins(store: Store) -> list[str]:
 
 
 async def ledger(store: Store, thread: str, call_id: str) -> list[EffectRecord]:
-    return await store.mailbox.open_effects(thread, [call_id])
+    """The call's open entry in the effect ledger (none once its result is checkpointed)."""
+    return [e for e in await store.mailbox.open_effects(thread) if e.call_id == call_id]
 
 
 async def test_a_write_is_marked_before_it_runs_and_settled_with_its_result(tmp_path: Path) -> None:
@@ -55,8 +56,7 @@ async def test_a_write_is_marked_before_it_runs_and_settled_with_its_result(tmp_
         result = await runtime.run("go")
         assert result.status == "completed"
         assert [(e.call_id, e.status) for e in seen[0]] == [("c1", "started")]  # durable before the tool ran
-        settled = await ledger(store, result.thread_id, "c1")
-        assert [(e.call_id, e.status) for e in settled] == [("c1", "finished")]
+        assert await ledger(store, result.thread_id, "c1") == []  # settled by the checkpoint with its result
 
 
 async def test_a_read_only_tool_and_a_memory_store_leave_no_mark(tmp_path: Path) -> None:
@@ -168,3 +168,34 @@ async def test_a_run_id_is_looked_up_unless_it_was_made_just_now(tmp_path: Path)
             RunActivation([Message.user("go")], thread_id="t3", run_id=new_id(), run_id_is_new=True)
         )
         assert done.status == "completed" and lookups == []
+
+
+async def test_a_call_left_unknown_by_a_recovery_that_died_is_offered_again(tmp_path: Path) -> None:
+    """A process died running a first step's call (marked, its step never stored), the next one marked it unknown
+    and died too before asking: the call is still offered for approval, with the conversation it never reached,
+    and the model is not asked to go on without it (a new prompt would supersede it; a continuation must not)."""
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        await store.mailbox.effect_started(EffectRecord("t1", "c9", "r-dead", "write", {"line": "x"}, started_at=1))
+        await store.mailbox.mark_effects_unknown("t1", ["c9"], 2)
+        runtime = make_runtime([turn("I went on regardless")], tools=[FnTool("write")], store=store)
+        result = await runtime.run(RunActivation([], thread_id="t1"))
+        assert result.status == "waiting" and [p.tool_call_id for p in result.pending] == ["c9"]
+        loaded = await store.load_thread("t1")
+        assert loaded is not None and [c.id for m in loaded.messages for c in m.tool_calls] == ["c9"]
+
+
+async def test_a_run_on_a_stored_thread_reads_it_and_its_ledger_in_one_round_trip(tmp_path: Path) -> None:
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        runtime = make_runtime([turn("one"), turn("two")], store=store)
+        await runtime.run(RunActivation([Message.user("go")], thread_id="t1"))
+        reader = store._reader  # type: ignore[attr-defined]
+        hops: list[object] = []
+        execute = reader._execute
+
+        async def counted(fn: Any, *args: Any) -> Any:
+            hops.append(fn)
+            return await execute(fn, *args)
+
+        reader._execute = counted
+        done = await runtime.run(RunActivation([Message.user("again")], thread_id="t1"))
+        assert done.status == "completed" and done.response == "two" and len(hops) == 1
