@@ -12,6 +12,12 @@ Contention with other processes first waits in SQLite's busy handler (``busy_tim
 is retried with backoff (``retry.py``); only when both give up does a caller see ``StoreUnavailable``, never
 "database is locked".
 
+Copying the WAL back into the database (a checkpoint, two fsyncs) is kept off the writer's path: a third connection
+checkpoints (``PASSIVE``: it never blocks a writer or a reader) every ``CHECKPOINT_EVERY`` write transactions, on its
+own thread, while the writer goes on. The writer checkpoints itself only past ``WAL_BACKSTOP_PAGES`` (a WAL that
+sustained writing kept from being restarted), where little is left to copy; the WAL file is cut back to
+``WAL_KEPT_BYTES`` when it restarts.
+
 The file is created here with mode 0600 (SQLite gives its -wal/-shm files the same mode). An existing file is first
 identified on a read-only connection (``mode=ro``): one that is not an awaken-stdio database (a text file, someone
 else's SQLite database) is refused before anything is written to it, not even the switch to WAL, which a read-write
@@ -25,6 +31,8 @@ then, with no awaken-stdio process using the store, keep the damaged file aside 
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import shlex
 import sqlite3
@@ -45,7 +53,11 @@ from awaken_stdio.stores.retry import RetryPolicy, retrying
 __all__ = ["QUERIES", "SqliteStore"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 5000
+CHECKPOINT_EVERY = 64  # write transactions (about 640 WAL pages at ten a transaction) between background checkpoints
+WAL_BACKSTOP_PAGES = 10_000  # SQLite's default is 1,000, which puts a checkpoint on every hundredth write
+WAL_KEPT_BYTES = 4 << 20
 RETRY = RetryPolicy(attempts=8)
 _HEADER = b"SQLite format 3\x00"
 
@@ -256,12 +268,21 @@ class SqliteStore(SqlStore):
     q = QUERIES
     dialect = "sqlite"
 
-    def __init__(self, url: str, path: str, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
+    def __init__(
+        self,
+        url: str,
+        path: str,
+        writer: aiosqlite.Connection,
+        reader: aiosqlite.Connection,
+        checkpointer: aiosqlite.Connection,
+    ) -> None:
         self.url, self.path = url, path
-        self._writer, self._reader = writer, reader
+        self._writer, self._reader, self._checkpointer = writer, reader, checkpointer
         # fast_acquire: an uncontended lock is taken without yielding to the event loop first (a whole loop
         # iteration per transaction otherwise); every holder yields anyway, at its hop to the database thread.
         self._wlock, self._rlock = anyio.Lock(fast_acquire=True), anyio.Lock(fast_acquire=True)
+        self._writes = 0
+        self._checkpointing: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, url: str, path: str) -> SqliteStore:
@@ -269,8 +290,17 @@ class SqliteStore(SqlStore):
         connections: list[aiosqlite.Connection] = []
         try:
             try:
-                connections.append(await _connect(path, "PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL"))
+                connections.append(
+                    await _connect(
+                        path,
+                        "PRAGMA journal_mode = WAL",
+                        "PRAGMA synchronous = NORMAL",
+                        f"PRAGMA wal_autocheckpoint = {WAL_BACKSTOP_PAGES}",
+                        f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}",
+                    )
+                )
                 connections.append(await _connect(path, "PRAGMA query_only = ON"))
+                connections.append(await _connect(path, "PRAGMA synchronous = NORMAL"))
             except sqlite3.Error as exc:
                 raise _translate(exc, path) from exc
             store = cls(url, path, *connections)
@@ -285,8 +315,26 @@ class SqliteStore(SqlStore):
     async def _close(self) -> None:
         with anyio.CancelScope(shield=True):
             async with self._wlock, self._rlock:
+                if self._checkpointing is not None:
+                    await self._checkpointing
+                await self._checkpointer.close()
                 await self._reader.close()
                 await self._writer.close()
+
+    def _wrote(self) -> None:
+        """Count a committed write; every ``CHECKPOINT_EVERY`` start a background checkpoint unless one runs. An
+        asyncio task of its own (anyio has no detached task): ``_close`` waits for it."""
+        self._writes += 1
+        if self._writes % CHECKPOINT_EVERY == 0 and self._checkpointing is None:
+            self._checkpointing = asyncio.get_running_loop().create_task(self._checkpoint())
+
+    async def _checkpoint(self) -> None:
+        try:
+            await self._checkpointer.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")  # fetched: nothing stays open
+        except sqlite3.Error as exc:  # another process's checkpoint, a full disk: the writer's backstop remains
+            log.debug("background checkpoint of %s: %s", self.path, exc)
+        finally:
+            self._checkpointing = None
 
     async def _guarded(self, op: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -310,7 +358,9 @@ class SqliteStore(SqlStore):
     async def _write(self, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
         self._check_open()
         async with self._wlock:
-            return await self._transaction(self._writer, "BEGIN IMMEDIATE", fn)
+            result = await self._transaction(self._writer, "BEGIN IMMEDIATE", fn)
+        self._wrote()
+        return result
 
     async def _read(self, fn: Callable[[Tx], Coroutine[Any, Any, T]], *, snapshot: bool = False) -> T:
         self._check_open()

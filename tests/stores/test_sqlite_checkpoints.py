@@ -1,0 +1,55 @@
+"""The SQLite store copies its WAL back into the database off the writer's path (issue 16): a background connection
+checkpoints every ``CHECKPOINT_EVERY`` writes, so the WAL restarts after a burst without the writer ever paying for
+a checkpoint (SQLite's default puts one, with two fsyncs, on every hundredth write)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+
+import pytest
+
+from awaken_stdio.contract.stores import ThreadRecord
+from awaken_stdio.stores import open_store
+from awaken_stdio.stores.sqlite import CHECKPOINT_EVERY, WAL_BACKSTOP_PAGES, SqliteStore
+
+pytestmark = pytest.mark.anyio
+
+
+def wal_restarts(wal: Path) -> int:
+    """The WAL header's checkpoint sequence number: SQLite bumps it each time a writer restarts the WAL."""
+    return struct.unpack(">I", wal.read_bytes()[12:16])[0]
+
+
+async def burst(store: SqliteStore) -> asyncio.Task[None] | None:
+    """Write until a write starts a background checkpoint (seen at once: it is made as the write returns)."""
+    for i in range(CHECKPOINT_EVERY):
+        await store.save_thread(ThreadRecord(f"t{i}", title="x" * 200))
+        if store._checkpointing is not None:
+            return store._checkpointing
+    return None
+
+
+async def test_a_burst_of_writes_is_checkpointed_behind_the_writer_and_the_wal_restarts(tmp_path: Path) -> None:
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        assert isinstance(store, SqliteStore)
+        wal = tmp_path / "a.db-wal"
+        before = wal_restarts(wal)
+        running = await burst(store)
+        assert running is not None  # started by the writes, on its own connection
+        await running
+        await store.save_thread(ThreadRecord("after"))  # finds the WAL copied back: starts it again
+        assert wal_restarts(wal) == before + 1
+        rows = await store._writer.execute_fetchall("PRAGMA wal_autocheckpoint")
+        assert list(rows) == [(WAL_BACKSTOP_PAGES,)]  # the writer's own checkpoint is only a backstop
+
+
+async def test_closing_waits_for_a_checkpoint_in_flight(tmp_path: Path) -> None:
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        assert isinstance(store, SqliteStore)
+        running = await burst(store)
+        assert running is not None and not running.done()
+    assert running.done() and running.exception() is None
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        assert len((await store.list_threads(limit=500)).items) == CHECKPOINT_EVERY - 1  # one write migrated
