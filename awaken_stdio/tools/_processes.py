@@ -95,6 +95,8 @@ class _Guard:
         os.write(self._fd, b"".join(b"+%d\n" % sid for sid in self._sessions))
 
     def _start(self) -> None:
+        from awaken_stdio.tools._reaper import SIGNALS  # not at import: no SIGHUP on Windows, which has no guard
+
         read, write = os.pipe()  # neither end is inherited by our other children
         argv = [sys.executable, "-I", "-S", _GUARD_SCRIPT, str(os.getpid())]
         if threading.current_thread() is threading.main_thread():
@@ -110,6 +112,7 @@ class _Guard:
                     (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
                 ],
                 setsid=True,  # a signal to the agent's process group does not reach it
+                setsigmask=SIGNALS,  # held until the guard's handler is in place, not lost with the guard
             )
         except BaseException:
             os.close(write)

@@ -13,6 +13,12 @@ anything else that stayed in the session, found by scanning ``/proc``; elsewhere
 ``TERM_GRACE_S``, sends SIGKILL to what is left, and exits. A process that called ``setsid()`` itself has left the
 session and is not found; nothing else escapes.
 
+SIGTERM, SIGHUP and SIGINT (the death signal among them) end the watch like end-of-file, as an event: the handler
+only wakes the ``select`` (``signal.set_wakeup_fd``), the guard reads what the agent wrote before it died, then ends.
+A handler that raises could fire after end-of-file, outside any ``try``, and kill the guard before it ended
+anything, or before a line already in the pipe was read. The agent starts the guard with these signals blocked, so
+one that comes while Python starts waits for the handler instead of killing the guard.
+
 Standard library only, no ``awaken_stdio`` import: it runs with ``-I -S`` and starts in a few milliseconds.
 """
 
@@ -30,49 +36,44 @@ _POLL_S = 0.02
 _PRUNE_EVERY_S = 1.0  # how often released sessions are checked for being empty
 _PR_SET_PDEATHSIG = 1
 _LINUX = sys.platform.startswith("linux")
-_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)  # each ends the watch like end-of-file
 
 
-class _Stop(Exception):
-    """Raised by the signal handler: a signal ends the watch like end-of-file."""
-
-
-def _stop(signum: int, frame: object) -> None:
-    for sig in _SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)  # the end runs to completion
-    raise _Stop
+def _wake(signum: int, frame: object) -> None:
+    """Nothing: the signal's byte on the wakeup fd is the event, and the end runs to completion whenever it comes."""
 
 
 def main(argv: list[str]) -> None:
     parent = int(argv[1])
-    for sig in _SIGNALS:
-        signal.signal(sig, _stop)
+    woken, wake = os.pipe()
+    os.set_blocking(wake, False)
+    signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
+    for sig in SIGNALS:
+        signal.signal(sig, _wake)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+    if _LINUX and "--pdeathsig" in argv:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     watched: set[int] = set()  # sessions the agent still uses
     released: set[int] = set()  # sessions the agent is done with, kept while something still runs in them
-    try:
-        if _LINUX and "--pdeathsig" in argv:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        # An agent that died before the death signal was armed left its lines in the pipe: read what is there.
-        _watch(watched, released, follow=os.getppid() == parent)
-    except _Stop:
-        pass
-    for sig in _SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
+    # An agent that died before the death signal was armed left its lines in the pipe: read what is there.
+    _watch(watched, released, woken, follow=os.getppid() == parent)
     _end(watched | released)
 
 
-def _watch(watched: set[int], released: set[int], *, follow: bool) -> None:
-    """Follow the agent's lines until end-of-file (``follow``), or until what is already written was read."""
+def _watch(watched: set[int], released: set[int], woken: int, *, follow: bool) -> None:
+    """Follow the agent's lines until end-of-file or a signal on ``woken`` (``follow``), then until what is already
+    written was read: lines the agent wrote just before it died are in the pipe when the death signal comes."""
     pending = b""
     next_prune = 0.0
     while True:
         wait = max(0.0, next_prune - time.monotonic()) if released else None
-        ready, _, _ = select.select([0], [], [], wait if follow else 0)
-        if not ready and not follow:
+        ready, _, _ = select.select([0, woken], [], [], wait if follow else 0)
+        follow = follow and woken not in ready
+        if 0 not in ready and not follow:
             return
-        if ready:
+        if 0 in ready:
             data = os.read(0, 4096)
             if not data:
                 return
