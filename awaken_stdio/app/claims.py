@@ -17,7 +17,7 @@ from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.errors import AgentNotFound, DecisionTargetNotFound, InvalidResume, ProviderError, UsageError
 from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.mailbox import DispatchSettle, RunDispatch
-from awaken_stdio.contract.stores import RunRecord
+from awaken_stdio.contract.stores import RunRecord, ThreadForRun
 
 __all__ = [
     "DecisionSuperseded",
@@ -94,6 +94,7 @@ class Held:
     activation: RunActivation | None = None  # the holder's context: every resume here runs with it
     seen: RunRecord | None = None  # the run as the decider read it before claiming (its context, not its status)
     settle: DispatchSettle | None = None  # of the execution under way: the run's checkpoint may settle the row
+    loaded: ThreadForRun | None = None  # the thread as the claim read it, for the first execution only
     lock: anyio.Lock = field(default_factory=anyio.Lock)  # one take-over at a time
     send: Any = None
     receive: Any = None

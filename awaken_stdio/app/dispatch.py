@@ -58,7 +58,7 @@ from awaken_stdio.contract.errors import (
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import DispatchKind, DispatchRequest, DispatchSettle, RunDispatch, retry_delay_ms
-from awaken_stdio.contract.stores import RunRecord
+from awaken_stdio.contract.stores import RunRecord, ThreadForRun
 from awaken_stdio.contract.suspension import Decisions
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 
@@ -189,9 +189,9 @@ class MailboxService:
             self.consumer,
         )
         while True:
-            row = None
+            row = loaded = None
             if not self.runtime.is_running(thread_id) and thread_id not in self._held:
-                row = await self.mailbox.enqueue_and_claim(
+                row, loaded = await self.runtime.store.claim_for_run(
                     self._new(thread_id, run_id, request, 128),
                     self.consumer,
                     self.config.lease_ms,
@@ -203,7 +203,7 @@ class MailboxService:
             if give_up is None or give_up():
                 raise ThreadAlreadyRunning(thread_id)
             await anyio.sleep(self.config.poll_every_s / 4)
-        result = await self._work(row, sink, activation, on_waiting=on_waiting)
+        result = await self._work(row, sink, activation, on_waiting=on_waiting, loaded=loaded)
         assert result is not None
         return result
 
@@ -321,7 +321,7 @@ class MailboxService:
             else:  # the run is still finishing its step: take it over as soon as it waits, not at the next poll
                 held.early.append(row.dispatch_id)
             return None
-        row = await self.mailbox.enqueue_and_claim(d, self.consumer, self.config.lease_ms, now_ms())
+        row, loaded = await self.runtime.store.claim_for_run(d, self.consumer, self.config.lease_ms, now_ms())
         assert row is not None
         if row.status != "claimed":
             claimed = await self._await_turn(row)
@@ -334,7 +334,7 @@ class MailboxService:
             await self.mailbox.ack(row.dispatch_id, row.claim_token or "", now_ms())
             return None
         try:
-            return await self._work(row, sink, context, on_waiting=on_waiting, seen=record)
+            return await self._work(row, sink, context, on_waiting=on_waiting, seen=record, loaded=loaded)
         except InvalidResume as exc:
             if kind != "decide" or isinstance(exc, DecisionSuperseded):
                 raise
@@ -434,14 +434,16 @@ class MailboxService:
         held: Held | None = None,
         on_waiting: OnWaiting | None = None,
         seen: RunRecord | None = None,
+        loaded: ThreadForRun | None = None,
     ) -> AgentRunResult | None:
         """Execute ``d`` holding its thread; with a waiting activation, keep the thread and continue the run with
         each decision taken over, in the same context, until it no longer waits. Acks what it holds at the end.
         Errors reach a foreground caller (``held`` not given); background work only logs them. ``seen``: the run
-        as the caller read it before claiming, so that it is not read again."""
+        as the caller read it before claiming, and ``loaded``: its thread as the claim read it, neither read
+        again."""
         foreground = held is None
         held = held or Held(d)
-        held.activation, held.seen = activation, seen
+        held.activation, held.seen, held.loaded = activation, seen, loaded
         self._held[d.thread_id] = held
         wait = activation is not None and activation.wait_for_decisions
         try:
@@ -502,7 +504,8 @@ class MailboxService:
         waits = held.activation is not None and held.activation.wait_for_decisions  # the row stays claimed then
         held.settle = DispatchSettle(d.dispatch_id, held.token, ack_if_waiting=not waits)
         try:
-            result = await self._perform(d, sink, held.activation, held.seen, held.settle)
+            loaded, held.loaded = held.loaded, None  # only the first execution starts where the claim left the thread
+            result = await self._perform(d, sink, held.activation, held.seen, held.settle, loaded)
         except Exception as exc:
             # a caller that sees the error is its owner: its failure is final, never retried behind its back
             kind = "permanent" if foreground and classify_error(exc) == "transient" else classify_error(exc)
@@ -537,6 +540,7 @@ class MailboxService:
         activation: RunActivation | None,
         seen: RunRecord | None,
         settle: DispatchSettle,
+        loaded: ThreadForRun | None = None,
     ) -> AgentRunResult | None:
         """Carry out ``d``. A decision or a continuation runs in the holder's context when this process holds the
         run for a client (``activation``), else in the context rebuilt from the run's records (``context``): an
@@ -549,13 +553,19 @@ class MailboxService:
             decisions = list(req.decisions)
             if activation is not None:
                 context = _context_of(activation)
-                return await self.runtime.resume(d.run_id, decisions, sink, record=seen, settle=settle, **context)
+                return await self.runtime.resume(
+                    d.run_id, decisions, sink, record=seen, settle=settle, loaded=loaded, **context
+                )
             record = seen if seen is not None and seen.run_id == d.run_id else await self.waiting(d.run_id)
             wanted = tuple(t.tool_name for t in record.waiting.tickets) if record.waiting else ()
             async with self._context(record.session_id, record.cwd, wanted) as extras:
-                return await self.runtime.resume(d.run_id, decisions, sink, record=record, settle=settle, **extras)
+                return await self.runtime.resume(
+                    d.run_id, decisions, sink, record=record, settle=settle, loaded=loaded, **extras
+                )
         if activation is not None:
-            return await self.runtime.run(replace(activation, wait_for_decisions=False, settle=settle), sink)
+            return await self.runtime.run(
+                replace(activation, wait_for_decisions=False, settle=settle, loaded=loaded), sink
+            )
         record = await self.runtime.store.load_run(d.run_id)
         if record is not None and record.status in ("waiting", "done"):
             return None  # started before a restart: it now waits for a decision, or it finished

@@ -12,7 +12,7 @@ from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import DispatchSettle
 from awaken_stdio.contract.messages import Message
-from awaken_stdio.contract.stores import DisplayStatus, WaitingTicket
+from awaken_stdio.contract.stores import DisplayStatus, ThreadForRun, WaitingTicket
 from awaken_stdio.contract.suspension import Decisions
 from awaken_stdio.contract.tools import Tool, ToolDescriptor
 
@@ -49,6 +49,7 @@ class RunActivation:
     overrides: dict[str, Any] = field(default_factory=dict)
     wait_for_decisions: bool = False
     settle: DispatchSettle | None = None  # the dispatch executing it, settled with the checkpoint that ends it
+    loaded: ThreadForRun | None = None  # the thread as the claim of that dispatch read it: not read again
 
     def validate(self) -> None:
         for m in self.messages:

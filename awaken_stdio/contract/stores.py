@@ -16,7 +16,7 @@ from awaken_stdio.contract.identity import RunIdentity
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import RunOutcome, RunStatus, TerminationReason
-from awaken_stdio.contract.mailbox import DispatchSettle, EffectRecord, MailboxStore
+from awaken_stdio.contract.mailbox import DispatchSettle, EffectRecord, MailboxStore, RunDispatch
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.profile import ProfileStore
@@ -34,6 +34,7 @@ __all__ = [
     "SessionRecord",
     "SessionStore",
     "Store",
+    "ThreadForRun",
     "ThreadRecord",
     "ThreadStore",
     "WaitingState",
@@ -269,6 +270,10 @@ class LoadedThread:
     latest_run: RunRecord | None
 
 
+# what a run on a thread starts from: the thread (None: not stored yet) and its open effect-ledger entries
+ThreadForRun = tuple[LoadedThread | None, list[EffectRecord]]
+
+
 @dataclass(slots=True)
 class SessionRecord:
     """An ACP session (or an MCP agent-tool conversation): the durable link between a client and a thread."""
@@ -397,12 +402,23 @@ class Store(ThreadStore, RunStore, ProfileStore, SessionStore, PermissionStore, 
         """The store's mailbox and effect ledger (``contract/mailbox.py``), in the same database."""
         ...
 
-    async def load_thread_for_run(self, thread_id: str) -> tuple[LoadedThread | None, list[EffectRecord]]:
+    async def load_thread_for_run(self, thread_id: str) -> ThreadForRun:
         """What a run on the thread starts from: ``load_thread`` and the ledger's ``open_effects``, read together
         where the store can (one database round trip instead of two). The effects may exist without the thread: a
         first step's call is marked before that step is checkpointed. The effects are read first: one settled
         meanwhile has its result among the messages read after."""
         effects = await self.mailbox.open_effects(thread_id)
         return await self.load_thread(thread_id), effects
+
+    async def claim_for_run(
+        self, dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, *, queue_if_busy: bool = True
+    ) -> tuple[RunDispatch | None, ThreadForRun | None]:
+        """``mailbox.enqueue_and_claim``, and when the row is claimed for ``consumer``, ``load_thread_for_run`` of
+        its thread, read in the claim's own transaction where the store can: the run that follows starts from it
+        without reading again (the claim keeps every other run off the thread)."""
+        row = await self.mailbox.enqueue_and_claim(dispatch, consumer, lease_ms, now, queue_if_busy=queue_if_busy)
+        if row is None or row.status != "claimed" or row.claimed_by != consumer:
+            return row, None
+        return row, await self.load_thread_for_run(row.thread_id)
 
     async def aclose(self) -> None: ...

@@ -189,8 +189,13 @@ class AgentRuntime:
     async def _prepare(
         self, activation: RunActivation, thread_id: str, sink: EventSink | None, active: _ActiveRun
     ) -> AgentLoop:
-        # a thread id made just now names nothing stored yet
-        loaded, effects = await self.store.load_thread_for_run(thread_id) if activation.thread_id else (None, [])
+        # a thread id made just now names nothing stored yet; a dispatcher's claim read it already
+        if activation.loaded is not None:
+            loaded, effects = activation.loaded
+        elif activation.thread_id:
+            loaded, effects = await self.store.load_thread_for_run(thread_id)
+        else:
+            loaded, effects = None, []
         history = model_view(list(loaded.messages)) if loaded else []  # the store keeps what a summary replaced
         latest = loaded.latest_run if loaded else None
         persisted = _persisted_agent(loaded)

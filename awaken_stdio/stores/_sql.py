@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from awaken_stdio.contract.errors import VersionConflict
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import RunStatus
-from awaken_stdio.contract.mailbox import EffectRecord, MailboxStore
+from awaken_stdio.contract.mailbox import EffectRecord, MailboxStore, RunDispatch
 from awaken_stdio.contract.messages import Message, message_from_json, message_to_json
 from awaken_stdio.contract.profile import ProfileEntry
 from awaken_stdio.contract.state import PersistedState
@@ -29,6 +29,7 @@ from awaken_stdio.contract.stores import (
     RunRecord,
     SessionRecord,
     Store,
+    ThreadForRun,
     ThreadRecord,
 )
 from awaken_stdio.stores._base import BaseStore
@@ -140,6 +141,11 @@ def _state(text: str | None) -> PersistedState | None:
     return PersistedState.from_json(loads(text)) if text is not None else None
 
 
+# what a thread's load read in its transaction: the thread (False: deleted meanwhile), from which message on, and
+# its open effect-ledger entries
+_Read = tuple[LoadedThread | Literal[False] | None, int, list[EffectRecord]]
+
+
 class SqlStore(BaseStore, Store):
     """The shared half of the SQLite and PostgreSQL stores."""
 
@@ -192,41 +198,68 @@ class SqlStore(BaseStore, Store):
     async def load_thread(self, thread_id: str) -> LoadedThread | None:
         return (await self._load(thread_id, False))[0]
 
-    async def load_thread_for_run(self, thread_id: str) -> tuple[LoadedThread | None, list[EffectRecord]]:
+    async def load_thread_for_run(self, thread_id: str) -> ThreadForRun:
         return await self._load(thread_id, True)
 
-    async def _load(self, thread_id: str, effects: bool) -> tuple[LoadedThread | None, list[EffectRecord]]:
-        q = self.q
+    async def claim_for_run(
+        self, dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, *, queue_if_busy: bool = True
+    ) -> tuple[RunDispatch | None, ThreadForRun | None]:
+        from awaken_stdio.stores.mailbox_core import Refused, enqueue_and_claim_op
+        from awaken_stdio.stores.mailbox_sql import table_in
+
+        claim, thread_id = enqueue_and_claim_op(dispatch, consumer, lease_ms, now, queue_if_busy), dispatch.thread_id
+        held, known, last = self._held(thread_id)
+
+        async def both(tx: Tx) -> tuple[RunDispatch | Refused | None, _Read | None]:
+            row = await claim(table_in(tx, self.dialect))
+            mine = isinstance(row, RunDispatch) and row.status == "claimed" and row.claimed_by == consumer
+            return row, await self._read_thread(tx, thread_id, known, last, True) if mine else None
+
+        row, read = await self._write(both)
+        if isinstance(row, Refused):
+            raise row.error
+        return row, await self._thread_read(thread_id, held, known, read) if read is not None else None
+
+    async def _load(self, thread_id: str, effects: bool) -> ThreadForRun:
+        held, known, last = self._held(thread_id)
+        read = await self._read(lambda tx: self._read_thread(tx, thread_id, known, last, effects))
+        return await self._thread_read(thread_id, held, known, read)
+
+    def _held(self, thread_id: str) -> tuple[list[Message], int, str | None]:
+        """The decoded conversation held for the thread, its length and last message id, as a load begins."""
         held = self._threads.get(thread_id) or []
-        known, last = len(held), held[-1].id if held else None
+        return held, len(held), held[-1].id if held else None
+
+    async def _read_thread(self, tx: Tx, thread_id: str, known: int, last: str | None, effects: bool) -> _Read:
+        """A thread's load inside ``tx`` (a read, or a claim's write), reading only the messages after the ``known``
+        ones held (the last being ``last``); ``effects``: with its open effect-ledger entries."""
+        q = self.q
         open_effects: list[EffectRecord] = []
+        if effects:  # before the thread: an entry settled meanwhile has its result in the messages read next
+            from awaken_stdio.stores.mailbox_sql import open_effects_in
 
-        async def load(tx: Tx) -> tuple[LoadedThread, int] | Literal[False] | None:
-            nonlocal open_effects
-            if effects:  # before the thread: an entry settled meanwhile has its result in the messages read next
-                from awaken_stdio.stores.mailbox_sql import open_effects_in
+            open_effects = await open_effects_in(tx, self.dialect, thread_id)
+        # No snapshot needed: one statement reads the thread, its state and latest run together, and the
+        # messages below the count it saw are committed and never change (append-only, by seq).
+        row = await tx.fetchone(q.thread_probe, thread_id, known - 1)
+        if row is None:
+            return None, 0, open_effects
+        count = row[4]
+        start = known if known and count >= known and row[10] == last else 0
+        rows = await tx.fetchall(q.messages_range, thread_id, start, count) if count > start else []
+        if len(rows) != count - start:
+            return False, 0, open_effects  # deleted (and perhaps recreated) between the two statements
+        latest = _run((row[9],)) if row[9] is not None else None
+        return LoadedThread(_thread(row), _decoded(rows), _state(row[8]), latest), start, open_effects
 
-                open_effects = await open_effects_in(tx, self.dialect, thread_id)
-            # No snapshot needed: one statement reads the thread, its state and latest run together, and the
-            # messages below the count it saw are committed and never change (append-only, by seq).
-            row = await tx.fetchone(q.thread_probe, thread_id, known - 1)
-            if row is None:
-                return None
-            count = row[4]
-            start = known if known and count >= known and row[10] == last else 0
-            rows = await tx.fetchall(q.messages_range, thread_id, start, count) if count > start else []
-            if len(rows) != count - start:
-                return False  # deleted (and perhaps recreated) between the two statements
-            latest = _run((row[9],)) if row[9] is not None else None
-            return LoadedThread(_thread(row), _decoded(rows), _state(row[8]), latest), start
-
-        got = await self._read(load)
-        if got is False or (got and got[1] and (len(held) != known or self._threads.get(thread_id) is not held)):
+    async def _thread_read(self, thread_id: str, held: list[Message], known: int, read: _Read) -> ThreadForRun:
+        """What ``_read_thread`` read, joined to the messages held and kept for the next load."""
+        loaded, start, open_effects = read
+        if loaded is False or (start and (len(held) != known or self._threads.get(thread_id) is not held)):
             return await self._load_snapshot(thread_id), open_effects  # raced a delete, or a concurrent load of ours
-        if got is None:
+        if loaded is None:
             self._threads.pop(thread_id, None)
             return None, open_effects
-        loaded, start = got
         if start:
             held.extend(loaded.messages)
             loaded.messages = list(held)

@@ -30,7 +30,7 @@ from awaken_stdio.contract.mailbox import (
 )
 from awaken_stdio.contract.stores import RunRecord
 
-__all__ = ["ACTIVE", "MailboxBase", "MailboxTable", "Refused", "settle_with"]
+__all__ = ["ACTIVE", "MailboxBase", "MailboxTable", "Refused", "enqueue_and_claim_op", "settle_with"]
 
 T = TypeVar("T")
 ACTIVE: tuple[DispatchStatus, ...] = ("queued", "claimed")
@@ -184,6 +184,30 @@ async def _own(t: MailboxTable, dispatch_id: str, token: str, now: int) -> RunDi
     return d
 
 
+def enqueue_and_claim_op(
+    dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, queue_if_busy: bool
+) -> Op[RunDispatch | Refused | None]:
+    """``enqueue_and_claim`` as one operation on the table, for a backend to run in a transaction of its own."""
+    row = dispatch.copy()
+
+    async def op(t: MailboxTable) -> RunDispatch | Refused | None:
+        row.dispatch_epoch = await t.lock_thread(row.thread_id)
+        if row.dedupe_key is not None and await t.dedupe_taken(row.thread_id, row.dedupe_key):
+            return Refused(AlreadyExists(f"dispatch with dedupe key {row.dedupe_key} on thread {row.thread_id}"))
+        if consumer:
+            busy = bool(await t.thread_rows(row.thread_id, ("claimed",), 1))
+            if busy and not queue_if_busy:
+                return None
+            if not busy:
+                _claim(row, new_id(), consumer, lease_ms, now)
+                row.dispatch_instance_id, row.run_status = consumer, "running"
+        row.validate()
+        await t.insert(row)
+        return row
+
+    return op
+
+
 class MailboxBase(MailboxStore):
     """Every mailbox operation, over the backend's ``_write``/``_read``."""
 
@@ -209,24 +233,7 @@ class MailboxBase(MailboxStore):
     async def enqueue_and_claim(
         self, dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, *, queue_if_busy: bool = True
     ) -> RunDispatch | None:
-        row = dispatch.copy()
-
-        async def op(t: MailboxTable) -> RunDispatch | Refused | None:
-            row.dispatch_epoch = await t.lock_thread(row.thread_id)
-            if row.dedupe_key is not None and await t.dedupe_taken(row.thread_id, row.dedupe_key):
-                return Refused(AlreadyExists(f"dispatch with dedupe key {row.dedupe_key} on thread {row.thread_id}"))
-            if consumer:
-                busy = bool(await t.thread_rows(row.thread_id, ("claimed",), 1))
-                if busy and not queue_if_busy:
-                    return None
-                if not busy:
-                    _claim(row, new_id(), consumer, lease_ms, now)
-                    row.dispatch_instance_id, row.run_status = consumer, "running"
-            row.validate()
-            await t.insert(row)
-            return row
-
-        return await self._change(op)
+        return await self._change(enqueue_and_claim_op(dispatch, consumer, lease_ms, now, queue_if_busy))
 
     async def claim(self, thread_id: str, consumer: str, lease_ms: int, now: int, limit: int = 1) -> list[RunDispatch]:
         async def op(t: MailboxTable) -> list[RunDispatch]:

@@ -29,7 +29,7 @@ from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op, sett
 if TYPE_CHECKING:
     from awaken_stdio.stores._sql import SqlStore, Tx
 
-__all__ = ["SqlMailbox", "open_effects_in", "settle_in"]
+__all__ = ["SqlMailbox", "open_effects_in", "settle_in", "table_in"]
 
 T = TypeVar("T")
 Dialect = Literal["sqlite", "postgres"]
@@ -282,6 +282,11 @@ class SqlMailbox(MailboxBase):
 
     async def _read(self, fn: Op[T]) -> T:
         return await self._store._read(lambda tx: fn(_SqlTable(tx, self._dialect)))
+
+
+def table_in(tx: Tx, dialect: Dialect) -> MailboxTable:
+    """The mailbox's rows inside the caller's transaction (a claim that loads the thread it claims, in one)."""
+    return _SqlTable(tx, dialect)
 
 
 async def settle_in(tx: Tx, dialect: Dialect, settle: DispatchSettle, run: RunRecord, now: int) -> None:
