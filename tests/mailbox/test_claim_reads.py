@@ -5,32 +5,18 @@ decider's check that the run still waits is a read of its own. The run then sees
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
 from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.messages import Message
-from awaken_stdio.contract.stores import Store, ThreadRecord
+from awaken_stdio.contract.stores import ThreadRecord
 from awaken_stdio.stores import open_store
 from tests.mailbox.test_service import APPROVE, guarded
+from tests.runtime.test_effect_marks import count_reads
 
 pytestmark = pytest.mark.anyio
-
-
-def count_reads(store: Store) -> list[object]:
-    """Every round trip to the store's reader connection from now on."""
-    reader = store._reader  # type: ignore[attr-defined]
-    seen: list[object] = []
-    execute = reader._execute
-
-    async def counted(fn: Any, *args: Any) -> Any:
-        seen.append(fn)
-        return await execute(fn, *args)
-
-    reader._execute = counted
-    return seen
 
 
 async def test_a_submitted_and_a_decided_run_read_their_thread_with_their_claims(tmp_path: Path) -> None:

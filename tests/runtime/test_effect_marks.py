@@ -38,6 +38,20 @@ async def begins(store: Store) -> list[str]:
     return seen
 
 
+def count_reads(store: Store) -> list[object]:
+    """Every round trip to the SQLite store's reader connection from now on."""
+    reader = store._reader  # type: ignore[attr-defined]
+    seen: list[object] = []
+    execute = reader._execute
+
+    async def counted(fn: Any, *args: Any) -> Any:
+        seen.append(fn)
+        return await execute(fn, *args)
+
+    reader._execute = counted
+    return seen
+
+
 async def ledger(store: Store, thread: str, call_id: str) -> list[EffectRecord]:
     """The call's open entry in the effect ledger (none once its result is checkpointed)."""
     return [e for e in await store.mailbox.open_effects(thread) if e.call_id == call_id]
@@ -188,14 +202,6 @@ async def test_a_run_on_a_stored_thread_reads_it_and_its_ledger_in_one_round_tri
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         runtime = make_runtime([turn("one"), turn("two")], store=store)
         await runtime.run(RunActivation([Message.user("go")], thread_id="t1"))
-        reader = store._reader  # type: ignore[attr-defined]
-        hops: list[object] = []
-        execute = reader._execute
-
-        async def counted(fn: Any, *args: Any) -> Any:
-            hops.append(fn)
-            return await execute(fn, *args)
-
-        reader._execute = counted
+        hops = count_reads(store)
         done = await runtime.run(RunActivation([Message.user("again")], thread_id="t1"))
         assert done.status == "completed" and done.response == "two" and len(hops) == 1
