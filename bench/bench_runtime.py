@@ -1,11 +1,10 @@
 """The runtime core: ten-turn scripted conversations with one tool call per turn, in memory and on SQLite.
 
 Figures: runs per second on one core in memory (no event sink, beside agno running the same script when the ``bench``
-extra is installed; and with a sink that consumes every event), the same
-runs on SQLite beside the in-memory rate and beside a bare SQLite loop writing what each step writes (one sqlite3
-transaction per step, no runtime), the SQLite transactions of one run, peak memory while one run executes, and
-memory retained per finished run (conversation, run record and state kept by the in-memory store), both from
-tracemalloc.
+extra is installed; and with a sink that consumes every event), the same runs on SQLite beside the same runs in
+memory (alternating rounds) and beside a bare SQLite loop writing what each step writes (one sqlite3 transaction per
+step, no runtime), the SQLite transactions of one run, peak memory while one run executes, and memory retained per
+finished run (conversation, run record and state kept by the in-memory store), both from tracemalloc.
 """
 
 from __future__ import annotations
@@ -88,20 +87,27 @@ def _bare_sqlite(path: Path, n: int) -> float:
         db.close()
 
 
-async def _sqlite_figures(memory_rate: float) -> list[dict[str, Any]]:
+async def _sqlite_figures() -> list[dict[str, Any]]:
+    """The runs on SQLite beside the same runs in memory, measured in alternating rounds (the best of each): a
+    machine whose load drifts during the benchmark moves both figures, not their ratio."""
     with tempfile.TemporaryDirectory() as tmp:
         bare = _bare_sqlite(Path(tmp) / "bare.db", 100)
         async with open_store(f"sqlite://{tmp}/runs.db") as store:
-            runtime = _runtime(store=store)
+            runtime, in_memory = _runtime(store=store), _runtime()
             await _rate(runtime, 20)  # warm-up
-            rate = max([await _rate(runtime, 100) for _ in range(3)])
+            rates: list[float] = []
+            memory_rates: list[float] = []
+            for _ in range(5):
+                memory_rates.append(await _rate(in_memory, 150))
+                rates.append(await _rate(runtime, 150))
+            rate, memory_rate = max(rates), max(memory_rates)
             begins = await Begins.on(store)
             await _rate(runtime, 10)
             per_run = begins.count / 10
     bench = "runtime: 10-turn run, 1 tool call/turn"
     return [
         {"benchmark": bench, "metric": "runs/s on SQLite (no sink)", "value": rate, "unit": "runs/s",
-         "baseline": memory_rate, "note": "baseline: the same runs in memory; goal >= 0.7x"},
+         "baseline": memory_rate, "note": "baseline: the same runs in memory, in alternating rounds; goal >= 0.7x"},
         {"benchmark": bench, "metric": "runs/s on SQLite vs a bare SQLite loop", "value": rate, "unit": "runs/s",
          "baseline": bare, "note": "baseline: one sqlite3 transaction per step writing its messages and run row"},
         {"benchmark": bench, "metric": "SQLite transactions per run", "value": per_run, "unit": "BEGINs",
@@ -134,7 +140,6 @@ async def _in_memory() -> dict[str, Any]:
 
 async def run() -> list[dict[str, Any]]:
     in_memory = await _in_memory()
-    plain = in_memory["value"]
 
     async def sink(event: AgentEvent) -> None:
         event.to_json()
@@ -186,5 +191,5 @@ async def run() -> list[dict[str, Any]]:
             "unit": "KiB",
             "note": "goal <= 22 KB",
         },
-        *await _sqlite_figures(plain),
+        *await _sqlite_figures(),
     ]
