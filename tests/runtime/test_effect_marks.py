@@ -6,9 +6,11 @@ that changes something runs."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from awaken_stdio.contract.activation import RunActivation
@@ -19,6 +21,7 @@ from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import Store
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.contract.tools import ToolCallContext, ToolDescriptor, ToolResult
+from awaken_stdio.runtime.run.finish import WriteBehind
 from awaken_stdio.stores import open_store
 from tests.runtime.helpers import FnTool, call, make_runtime, turn
 
@@ -205,3 +208,15 @@ async def test_a_run_on_a_stored_thread_reads_it_and_its_ledger_in_one_round_tri
         hops = count_reads(store)
         done = await runtime.run(RunActivation([Message.user("again")], thread_id="t1"))
         assert done.status == "completed" and done.response == "two" and len(hops) == 1
+
+
+async def test_a_writer_dropped_before_it_started_wakes_whoever_waits_for_it() -> None:
+    """A flush waiting for a scheduled writer must not hang when another checkpoint supersedes that writer."""
+    behind = WriteBehind()
+    behind.scheduled = asyncio.get_running_loop().call_later(3600, lambda: None)  # scheduled, not started
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(behind.wait)
+            await anyio.wait_all_tasks_blocked()
+            behind.unschedule()
+    assert not behind.busy

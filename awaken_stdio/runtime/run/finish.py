@@ -70,6 +70,11 @@ def _end_of_step(run: RunState) -> EndOfStep:
     return EndOfStep(len(run.messages), run.state.snapshot(), run.steps, run.usage, run.response, now_ms())
 
 
+def _written_at(run: RunState, end: EndOfStep) -> tuple[RunRecord, PersistedState]:
+    """The run record and the thread state a checkpoint of ``end`` writes."""
+    return _record_at(run, end), run.state.export_thread_scoped(end.state)
+
+
 def _record_at(run: RunState, end: EndOfStep) -> RunRecord:
     """The run record as of ``end`` (also kept in ``run.record``, which the run's result reads)."""
     lifecycle = end.state.get(RUN_LIFECYCLE)
@@ -95,7 +100,7 @@ async def checkpoint(run: RunState, *, settles: bool = False) -> None:
     with anyio.CancelScope(shield=True):
         await flush(run, superseded=True)
         end = _end_of_step(run)
-        upto, record, thread_state = end.upto, _record_at(run, end), run.state.export_thread_scoped(end.state)
+        upto, (record, thread_state) = end.upto, _written_at(run, end)
         new = run.messages[run.written : upto]
 
         settle = run.activation.settle if settles else None
@@ -136,10 +141,13 @@ class WriteBehind:
         self.writer = asyncio.get_running_loop().create_task(_write_behind(run, self))
 
     def unschedule(self) -> None:
-        """Drop a writer that has not started: its step ends are superseded, or the run is over."""
+        """Drop a writer that has not started: its step ends are superseded, or the run is over. Whoever waits
+        for it is woken: there is no writer left to wake them."""
         if self.scheduled is not None:
             self.scheduled.cancel()
             self.scheduled = None
+            if self.idle is not None:
+                self.idle.set()
 
     async def wait(self) -> None:
         """Until no writer is scheduled or running (shielded: a write in flight is never abandoned)."""
@@ -170,7 +178,7 @@ async def _write_behind(run: RunState, behind: WriteBehind) -> None:
             while behind.wanted is not None and behind.error is None:
                 end, behind.wanted = behind.wanted, None
                 new = run.messages[run.written : end.upto]
-                record, thread_state = _record_at(run, end), run.state.export_thread_scoped(end.state)
+                record, thread_state = _written_at(run, end)
                 await run.store.checkpoint(Checkpoint(run.thread_id, run.stored_count, new, record, thread_state))
                 run.written = end.upto
                 run.stored_count += len(new)
