@@ -356,7 +356,7 @@ class MailboxService:
                 now = now_ms()
                 current = await mb.load_dispatch(row.dispatch_id)
                 if current is None or current.status != "queued":
-                    if current is not None and current.status == "claimed" and current.claimed_by == self.consumer:
+                    if current is not None and current.claimed_for(self.consumer):
                         return current
                     if current is not None and current.status in ("acked", "dead", "superseded", "cancelled"):
                         record = await self.runtime.store.load_run(row.run_id)

@@ -157,6 +157,10 @@ class RunDispatch:
     def clear_projection(self) -> None:
         self.dispatch_instance_id = self.run_status = self.termination = self.run_response = self.run_error = None
 
+    def claimed_for(self, consumer: str) -> bool:
+        """Claimed, and by ``consumer``: the row is that process's to execute."""
+        return self.status == "claimed" and self.claimed_by == consumer
+
     def clear_claim(self) -> None:
         self.claim_token = self.claimed_by = self.lease_until = None
 

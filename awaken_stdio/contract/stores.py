@@ -417,7 +417,7 @@ class Store(ThreadStore, RunStore, ProfileStore, SessionStore, PermissionStore, 
         its thread, read in the claim's own transaction where the store can: the run that follows starts from it
         without reading again (the claim keeps every other run off the thread)."""
         row = await self.mailbox.enqueue_and_claim(dispatch, consumer, lease_ms, now, queue_if_busy=queue_if_busy)
-        if row is None or row.status != "claimed" or row.claimed_by != consumer:
+        if row is None or not row.claimed_for(consumer):
             return row, None
         return row, await self.load_thread_for_run(row.thread_id)
 

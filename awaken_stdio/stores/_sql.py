@@ -47,6 +47,8 @@ from awaken_stdio.stores._codec import (
     record_to_json,
     session_from_json,
 )
+from awaken_stdio.stores.mailbox_core import Refused, enqueue_and_claim_op
+from awaken_stdio.stores.mailbox_sql import SqlMailbox, open_effects_in, settle_in, table_in
 
 __all__ = ["THREAD_COLUMNS", "Queries", "SqlStore", "Tx"]
 
@@ -154,8 +156,6 @@ class SqlStore(BaseStore, Store):
 
     @cached_property
     def mailbox(self) -> MailboxStore:  # pyright: ignore[reportIncompatibleMethodOverride]  # read-only, as declared
-        from awaken_stdio.stores.mailbox_sql import SqlMailbox
-
         return SqlMailbox(self, self.dialect)
 
     async def _write(self, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
@@ -204,15 +204,12 @@ class SqlStore(BaseStore, Store):
     async def claim_for_run(
         self, dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, *, queue_if_busy: bool = True
     ) -> tuple[RunDispatch | None, ThreadForRun | None]:
-        from awaken_stdio.stores.mailbox_core import Refused, enqueue_and_claim_op
-        from awaken_stdio.stores.mailbox_sql import table_in
-
         claim, thread_id = enqueue_and_claim_op(dispatch, consumer, lease_ms, now, queue_if_busy), dispatch.thread_id
         held, known, last = self._held(thread_id)
 
         async def both(tx: Tx) -> tuple[RunDispatch | Refused | None, _Read | None]:
             row = await claim(table_in(tx, self.dialect))
-            mine = isinstance(row, RunDispatch) and row.status == "claimed" and row.claimed_by == consumer
+            mine = isinstance(row, RunDispatch) and row.claimed_for(consumer)
             return row, await self._read_thread(tx, thread_id, known, last, True) if mine else None
 
         row, read = await self._write(both)
@@ -236,8 +233,6 @@ class SqlStore(BaseStore, Store):
         q = self.q
         open_effects: list[EffectRecord] = []
         if effects:  # before the thread: an entry settled meanwhile has its result in the messages read next
-            from awaken_stdio.stores.mailbox_sql import open_effects_in
-
             open_effects = await open_effects_in(tx, self.dialect, thread_id)
         # No snapshot needed: one statement reads the thread, its state and latest run together, and the
         # messages below the count it saw are committed and never change (append-only, by seq).
@@ -323,8 +318,6 @@ class SqlStore(BaseStore, Store):
                 await tx.executemany(q.effects_settle, [(now, cp.thread_id, call_id) for call_id in answered])
             await tx.execute(q.run_upsert, *run_row)
             if cp.settle is not None:
-                from awaken_stdio.stores.mailbox_sql import settle_in
-
                 await settle_in(tx, self.dialect, cp.settle, cp.run, now)
 
         await self._write(write)
