@@ -1,22 +1,22 @@
 """``sqlite:///path.db``, the default store: one file that several awaken-stdio processes share.
 
 Two aiosqlite connections: a writer and a reader, each behind an ``anyio.Lock`` held for a whole transaction
-(aiosqlite serialises statements, not transactions). A transaction runs whole on its connection's thread, in one
-hop from the event loop rather than one per statement (three times the checkpoints per second on a busy machine);
-the shared async store logic runs there unchanged because its statements never suspend (``_base.drive``). A cancelled
-caller waits until its transaction has committed or rolled back completely. Writes run in ``BEGIN IMMEDIATE``, so
-a transaction takes the write lock before it reads and cannot fail half-way on a lock upgrade. WAL lets readers run
-beside the writer (of this process and of others); ``synchronous=NORMAL`` keeps every committed transaction across
-a killed process (the WAL is in the OS cache) and can lose only the last ones on power loss, never consistency.
-Contention with other processes first waits in SQLite's busy handler (``busy_timeout``), then the whole transaction
-is retried with backoff (``retry.py``); only when both give up does a caller see ``StoreUnavailable``, never
-"database is locked".
+(aiosqlite serialises statements, not transactions). A transaction runs whole and synchronously: on the event loop's
+own thread when it is short and finds no lock held elsewhere, otherwise on its connection's thread, in one hop
+(``sqlite_tx``: why and within which bounds). The shared async store logic runs there unchanged because its
+statements never suspend (``_base.drive``). A cancelled caller waits until its transaction has committed or rolled
+back completely. Writes run in ``BEGIN IMMEDIATE``, so a transaction takes the write lock before it reads and cannot
+fail half-way on a lock upgrade. WAL lets readers run beside the writer (of this process and of others);
+``synchronous=NORMAL`` keeps every committed transaction across a killed process (the WAL is in the OS cache) and
+can lose only the last ones on power loss, never consistency. Contention with other processes first waits in
+SQLite's busy handler (``busy_timeout``, on the connection's thread), then the whole transaction is retried with
+backoff (``retry.py``); only when both give up does a caller see ``StoreUnavailable``, never "database is locked".
 
 Copying the WAL back into the database (a checkpoint, two fsyncs) is kept off the writer's path: a third connection
 checkpoints (``PASSIVE``: it never blocks a writer or a reader) every ``CHECKPOINT_EVERY`` write transactions, on its
-own thread, while the writer goes on. The writer checkpoints itself only past ``WAL_BACKSTOP_PAGES`` (a WAL that
-sustained writing kept from being restarted), where little is left to copy; the WAL file is cut back to
-``WAL_KEPT_BYTES`` when it restarts.
+own thread, while the writer goes on; the writer never checkpoints (``wal_autocheckpoint = 0``). Under sustained
+writing the WAL cannot restart by itself, so past ``WAL_BACKSTOP_PAGES`` the checkpointer truncates it with the write
+lock held, and the write after that (which syncs the WAL's new header) runs on the writer's thread.
 
 The file is created here with mode 0600 (SQLite gives its -wal/-shm files the same mode). An existing file is first
 identified on a read-only connection (``mode=ro``): one that is not an awaken-stdio database (a text file, someone
@@ -37,7 +37,7 @@ import os
 import shlex
 import sqlite3
 import urllib.parse
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -46,9 +46,10 @@ import anyio
 from awaken_stdio.contract.errors import StoreError, StoreUnavailable
 from awaken_stdio.stores._base import drive
 from awaken_stdio.stores._codec import dumps
-from awaken_stdio.stores._sql import THREAD_COLUMNS, Queries, SqlStore, Tx
+from awaken_stdio.stores._sql import THREAD_COLUMNS, Queries, SqlStore
 from awaken_stdio.stores.migrations import identify, migrate
 from awaken_stdio.stores.retry import RetryPolicy, retrying
+from awaken_stdio.stores.sqlite_tx import Fn, NotInline, SqliteTx, Streak, run_inline, run_waiting, transient
 
 __all__ = ["QUERIES", "SqliteStore"]
 
@@ -56,7 +57,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 5000
 CHECKPOINT_EVERY = 64  # write transactions (about 640 WAL pages at ten a transaction) between background checkpoints
-WAL_BACKSTOP_PAGES = 10_000  # SQLite's default is 1,000, which puts a checkpoint on every hundredth write
+WAL_BACKSTOP_PAGES = 10_000  # ~40 MB: past it the checkpointer truncates the WAL, holding the write lock for ~30 ms
 WAL_KEPT_BYTES = 4 << 20
 RETRY = RetryPolicy(attempts=8)
 _HEADER = b"SQLite format 3\x00"
@@ -146,54 +147,10 @@ QUERIES = Queries(
 )
 
 
-class _SqliteTx(Tx):
-    """Statements straight on the ``sqlite3`` connection: only ever used on that connection's own thread."""
-
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    async def fetchone(self, sql: str, *args: Any) -> Sequence[Any] | None:
-        return self._conn.execute(sql, args).fetchone()
-
-    async def fetchall(self, sql: str, *args: Any) -> list[Sequence[Any]]:
-        return self._conn.execute(sql, args).fetchall()
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        return self._conn.execute(sql, args).rowcount
-
-    async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        self._conn.executemany(sql, rows)
-
-
-def _run_transaction(conn: sqlite3.Connection, begin: str | None, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
-    """One whole transaction on the connection thread: ``begin``, ``fn``, then COMMIT, or ROLLBACK on any error.
-    Nothing can interleave, and a caller cancelled meanwhile leaves a transaction that is complete either way."""
-    if begin is None:
-        return drive(fn(_SqliteTx(conn)))
-    conn.execute(begin)
-    try:
-        result = drive(fn(_SqliteTx(conn)))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.rollback()
-        raise
-    return result
-
-
-def _transient(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode & 0xFF in (
-        sqlite3.SQLITE_BUSY,
-        sqlite3.SQLITE_LOCKED,
-    )
-
-
 def _translate(exc: sqlite3.Error, path: str) -> StoreError:
     """The one seam where SQLite errors become store errors."""
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    if _transient(exc):
+    if transient(exc):
         return StoreUnavailable(f"{path} stayed locked by another process after {RETRY.attempts} attempts")
     if code == sqlite3.SQLITE_NOTADB:
         return StoreUnavailable(f"{path} is not an awaken-stdio database (not an SQLite file)")
@@ -242,7 +199,7 @@ def _identify(path: str) -> None:
     try:
         db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
-            drive(identify(_SqliteTx(db), QUERIES, path))
+            drive(identify(SqliteTx(db), QUERIES, path))
             problems = [row[0] for row in db.execute("PRAGMA quick_check")]
         finally:
             db.close()
@@ -252,10 +209,14 @@ def _identify(path: str) -> None:
         raise _damaged(path, "PRAGMA quick_check: " + "; ".join(problems[:3]))
 
 
-async def _connect(path: str, *pragmas: str) -> aiosqlite.Connection:
-    db = await aiosqlite.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+async def _connect(path: str, *pragmas: str, waits: bool = False) -> aiosqlite.Connection:
+    """A connection whose setup waits ``BUSY_TIMEOUT_MS`` for other processes' locks (the switch to WAL needs one);
+    then, unless it ``waits``, a busy timeout of 0: its transactions run first on the event loop, which must not
+    wait for a lock, and wait on the connection's thread only (``sqlite_tx``)."""
+    db = await aiosqlite.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
     try:
-        for pragma in (f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}", "PRAGMA foreign_keys = ON", *pragmas):
+        setup = (f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}", "PRAGMA foreign_keys = ON", *pragmas)
+        for pragma in setup if waits else (*setup, "PRAGMA busy_timeout = 0"):
             await db.execute(pragma)
     except BaseException:
         with anyio.CancelScope(shield=True):
@@ -279,10 +240,12 @@ class SqliteStore(SqlStore):
         self.url, self.path = url, path
         self._writer, self._reader, self._checkpointer = writer, reader, checkpointer
         # fast_acquire: an uncontended lock is taken without yielding to the event loop first (a whole loop
-        # iteration per transaction otherwise); every holder yields anyway, at its hop to the database thread.
+        # iteration per transaction otherwise).
         self._wlock, self._rlock = anyio.Lock(fast_acquire=True), anyio.Lock(fast_acquire=True)
+        self._streak = Streak()
         self._writes = 0
         self._checkpointing: asyncio.Task[None] | None = None
+        self._wal_restarted = False  # by our checkpointer: the next write syncs the WAL's new header
 
     @classmethod
     async def open(cls, url: str, path: str) -> SqliteStore:
@@ -295,7 +258,7 @@ class SqliteStore(SqlStore):
                         path,
                         "PRAGMA journal_mode = WAL",
                         "PRAGMA synchronous = NORMAL",
-                        f"PRAGMA wal_autocheckpoint = {WAL_BACKSTOP_PAGES}",
+                        "PRAGMA wal_autocheckpoint = 0",  # never on the writer's path: ``_checkpoint`` does it
                         f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}",
                     )
                 )
@@ -314,9 +277,9 @@ class SqliteStore(SqlStore):
 
     async def _close(self) -> None:
         with anyio.CancelScope(shield=True):
+            if self._checkpointing is not None:  # closed: no write starts another; it may want the write lock
+                await self._checkpointing
             async with self._wlock, self._rlock:
-                if self._checkpointing is not None:
-                    await self._checkpointing
                 await self._checkpointer.close()
                 await self._reader.close()
                 await self._writer.close()
@@ -325,44 +288,61 @@ class SqliteStore(SqlStore):
         """Count a committed write; every ``CHECKPOINT_EVERY`` start a background checkpoint unless one runs. An
         asyncio task of its own (anyio has no detached task): ``_close`` waits for it."""
         self._writes += 1
-        if self._writes % CHECKPOINT_EVERY == 0 and self._checkpointing is None:
+        if self._writes % CHECKPOINT_EVERY == 0 and self._checkpointing is None and not self._closed:
             self._checkpointing = asyncio.get_running_loop().create_task(self._checkpoint())
 
     async def _checkpoint(self) -> None:
+        """Copy the WAL back (``PASSIVE``: beside the writer and the readers). Under sustained writing the WAL never
+        restarts by itself (the writer has always appended past the copy by the time it ends), so past
+        ``WAL_BACKSTOP_PAGES`` the rest is copied with the write lock held and the WAL truncated (``TRUNCATE``,
+        which gives up at once if another process reads an older snapshot: the next checkpoint tries again)."""
         try:
-            await self._checkpointer.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")  # fetched: nothing stays open
-        except sqlite3.Error as exc:  # another process's checkpoint, a full disk: the writer's backstop remains
+            ((_, pages, _),) = await self._checkpointer.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")
+            if pages >= WAL_BACKSTOP_PAGES:
+                async with self._wlock:
+                    ((busy, _, _),) = await self._checkpointer.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+                    self._wal_restarted = not busy
+        except sqlite3.Error as exc:  # another process's checkpoint, a full disk: the next one tries again
             log.debug("background checkpoint of %s: %s", self.path, exc)
         finally:
             self._checkpointing = None
 
     async def _guarded(self, op: Callable[[], Awaitable[T]]) -> T:
         try:
-            return await retrying(op, _transient, RETRY)
+            return await retrying(op, transient, RETRY)
         except sqlite3.Error as exc:
             raise _translate(exc, self.path) from exc
 
-    async def _transaction(
-        self, db: aiosqlite.Connection, begin: str | None, fn: Callable[[Tx], Coroutine[Any, Any, T]]
-    ) -> T:
-        # One hop to the connection's thread per transaction instead of one per statement: aiosqlite has no public
-        # way to run a function there, so this is the one place that uses its ``_execute`` and ``_conn``.
+    async def _transaction(self, db: aiosqlite.Connection, begin: str | None, fn: Fn[T], *, inline: bool = True) -> T:
+        # aiosqlite has no public way to reach its connection or to run a function on its thread: this is the one
+        # place that uses its ``_conn`` and ``_execute``.
+        if inline:
+            if self._streak.due():
+                await anyio.lowlevel.checkpoint()
+            try:
+                return run_inline(db._conn, begin, fn)
+            except NotInline:
+                pass
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+
         # Shielded: a cancelled caller still waits (for milliseconds, at most the busy timeout) until its
         # transaction has committed or rolled back, so what it reads next is final.
         async def once() -> T:  # pyright: ignore[reportReturnType]  # a shielded scope with no deadline swallows nothing
             with anyio.CancelScope(shield=True):
-                return await db._execute(_run_transaction, db._conn, begin, fn)
+                return await db._execute(run_waiting, db._conn, begin, fn, BUSY_TIMEOUT_MS)
 
         return await self._guarded(once)
 
-    async def _write(self, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+    async def _write(self, fn: Fn[T]) -> T:
         self._check_open()
         async with self._wlock:
-            result = await self._transaction(self._writer, "BEGIN IMMEDIATE", fn)
+            inline, self._wal_restarted = not self._wal_restarted, False  # a header sync is an fsync: not inline
+            result = await self._transaction(self._writer, "BEGIN IMMEDIATE", fn, inline=inline)
         self._wrote()
         return result
 
-    async def _read(self, fn: Callable[[Tx], Coroutine[Any, Any, T]], *, snapshot: bool = False) -> T:
+    async def _read(self, fn: Fn[T], *, snapshot: bool = False) -> T:
         self._check_open()
         async with self._rlock:
             return await self._transaction(self._reader, "BEGIN" if snapshot else None, fn)

@@ -42,16 +42,16 @@ async def begins(store: Store) -> list[str]:
 
 
 def count_reads(store: Store) -> list[object]:
-    """Every round trip to the SQLite store's reader connection from now on."""
-    reader = store._reader  # type: ignore[attr-defined]
+    """Every transaction on the SQLite store's reader connection from now on, inline or on its thread."""
     seen: list[object] = []
-    execute = reader._execute
+    transaction = store._transaction  # type: ignore[attr-defined]
 
-    async def counted(fn: Any, *args: Any) -> Any:
-        seen.append(fn)
-        return await execute(fn, *args)
+    async def counted(db: Any, begin: str | None, fn: Any, **kwargs: Any) -> Any:
+        if db is store._reader:  # type: ignore[attr-defined]
+            seen.append(fn)
+        return await transaction(db, begin, fn, **kwargs)
 
-    reader._execute = counted
+    store._transaction = counted  # type: ignore[attr-defined]
     return seen
 
 

@@ -1,6 +1,8 @@
 """The SQLite store copies its WAL back into the database off the writer's path (issue 16): a background connection
 checkpoints every ``CHECKPOINT_EVERY`` writes, so the WAL restarts after a burst without the writer ever paying for
-a checkpoint (SQLite's default puts one, with two fsyncs, on every hundredth write)."""
+a checkpoint (SQLite's default puts one, with two fsyncs, on every hundredth write); a WAL that sustained writing
+kept from restarting is truncated past ``WAL_BACKSTOP_PAGES``, and the write that syncs its new header runs on the
+writer's thread, not on the event loop."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from awaken_stdio.contract.stores import ThreadRecord
-from awaken_stdio.stores import open_store
-from awaken_stdio.stores.sqlite import CHECKPOINT_EVERY, WAL_BACKSTOP_PAGES, SqliteStore
+from awaken_stdio.stores import open_store, sqlite
+from awaken_stdio.stores.sqlite import CHECKPOINT_EVERY, SqliteStore
 
 pytestmark = pytest.mark.anyio
 
@@ -42,7 +44,7 @@ async def test_a_burst_of_writes_is_checkpointed_behind_the_writer_and_the_wal_r
         await store.save_thread(ThreadRecord("after"))  # finds the WAL copied back: starts it again
         assert wal_restarts(wal) == before + 1
         rows = await store._writer.execute_fetchall("PRAGMA wal_autocheckpoint")
-        assert list(rows) == [(WAL_BACKSTOP_PAGES,)]  # the writer's own checkpoint is only a backstop
+        assert list(rows) == [(0,)]  # the writer never checkpoints
 
 
 async def test_closing_waits_for_a_checkpoint_in_flight(tmp_path: Path) -> None:
@@ -53,3 +55,30 @@ async def test_closing_waits_for_a_checkpoint_in_flight(tmp_path: Path) -> None:
     assert running.done() and running.exception() is None
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         assert len((await store.list_threads(limit=500)).items) == CHECKPOINT_EVERY - 1  # one write migrated
+
+
+async def test_a_wal_past_the_backstop_is_truncated_and_the_next_write_leaves_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite, "WAL_BACKSTOP_PAGES", 20)
+    on_thread: list[object] = []
+    waiting = sqlite.run_waiting
+
+    def counted(*args: object) -> object:
+        on_thread.append(args[2])
+        return waiting(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite, "run_waiting", counted)
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        assert isinstance(store, SqliteStore)
+        wal = tmp_path / "a.db-wal"
+        running = await burst(store)
+        assert running is not None
+        await running
+        assert wal.stat().st_size == 0 and store._wal_restarted  # truncated, not just copied back
+        assert on_thread == []  # every write of the burst ran on the event loop
+        await store.save_thread(ThreadRecord("after"))
+        assert len(on_thread) == 1 and not store._wal_restarted  # the one that wrote the new header (an fsync)
+        await store.save_thread(ThreadRecord("later"))
+        assert len(on_thread) == 1
+        assert {t.thread_id for t in (await store.list_threads(limit=500)).items} >= {"after", "later", "t0"}
