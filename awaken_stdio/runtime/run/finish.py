@@ -151,6 +151,8 @@ class WriteBehind:
 
     async def wait(self) -> None:
         """Until no writer is scheduled or running (shielded: a write in flight is never abandoned)."""
+        if not self.busy:  # the usual case at a run's end: no scope to open
+            return
         with anyio.CancelScope(shield=True):
             while self.busy:
                 if self.idle is None or self.idle.is_set():
