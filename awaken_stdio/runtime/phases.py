@@ -9,7 +9,7 @@ the phase they belong to, round after round, until none remain (at most 16 round
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -42,8 +42,10 @@ class PhaseEngine:
     effect_failures: int = 0
     _next_action_id: int = 0
 
-    def hooks_for(self, phase: Phase) -> list[tuple[str, PhaseHook]]:
-        return list(self.hooks.get(phase, ()))
+    def hooks_for(self, phase: Phase) -> Sequence[tuple[str, PhaseHook]]:
+        """The phase's hooks, not copied (a phase runs about six times a step): an agent's hook lists never change,
+        a handoff replaces the whole table."""
+        return self.hooks.get(phase, ())
 
     # -- submitting commands ------------------------------------------------------------------------------------
 
@@ -86,7 +88,7 @@ class PhaseEngine:
         return ctx
 
     async def _gather(
-        self, hooks: list[tuple[str, PhaseHook]], make_ctx: Callable[[], PhaseContext]
+        self, hooks: Sequence[tuple[str, PhaseHook]], make_ctx: Callable[[], PhaseContext]
     ) -> list[tuple[int, StateCommand]]:
         """Run the hooks concurrently on one snapshot: ``(registration index, command)`` for each that returned one.
 
@@ -131,7 +133,7 @@ class PhaseEngine:
         if self.pending:
             await self.run_actions(phase, make_ctx)
 
-    async def _run_hooks(self, hooks: list[tuple[str, PhaseHook]], make_ctx: Callable[[], PhaseContext]) -> None:
+    async def _run_hooks(self, hooks: Sequence[tuple[str, PhaseHook]], make_ctx: Callable[[], PhaseContext]) -> None:
         batch = StateCommand()
         claimed: set[str] = set()
         deferred: list[int] = []

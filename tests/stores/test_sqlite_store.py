@@ -86,16 +86,30 @@ async def test_an_empty_file_becomes_a_database(tmp_path: Path) -> None:
         await store.checkpoint(checkpoint("t1", 0))
 
 
-async def test_a_writer_of_another_process_is_waited_out(tmp_path: Path) -> None:
+async def test_a_writer_of_another_process_is_waited_out_while_the_event_loop_serves(tmp_path: Path) -> None:
+    """The write first tried on the event loop gives up on the lock at once (busy timeout 0) and waits for it on
+    the connection's thread: the loop goes on meanwhile."""
     path = tmp_path / "awaken.db"
     async with open_store(f"sqlite://{path}") as store:
         locked = threading.Event()
         holder = threading.Thread(target=hold_write_lock, args=(path, 0.3, locked))
         holder.start()
         locked.wait()
-        with anyio.fail_after(5):
-            await store.checkpoint(checkpoint("t1", 0))
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await anyio.sleep(0.01)
+                ticks += 1
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tick)
+            with anyio.fail_after(5):
+                await store.checkpoint(checkpoint("t1", 0))
+            tg.cancel_scope.cancel()
         holder.join()
+        assert ticks >= 5
         assert len(await store.load_messages("t1")) == 1
 
 
