@@ -94,8 +94,9 @@ class _InlineTx(SqliteTx):
         return rows
 
     def ending(self) -> None:
-        # Unbudgeted: SQLite also looks at the handler as a statement returns, and a COMMIT interrupted there has
-        # committed already (it would be done a second time on the thread); a ROLLBACK must not be refused.
+        # Unbudgeted: a ROLLBACK refused for want of budget would leave the transaction open, and a COMMIT must not
+        # be interrupted once it may have written (SQLite can look at the handler as a statement returns): it would
+        # be done a second time on the thread.
         self.stop()
 
     def stop(self) -> None:
