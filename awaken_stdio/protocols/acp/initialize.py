@@ -96,6 +96,7 @@ def client_capabilities(params: Any, *, validate: bool = True) -> dict[str, Any]
             and all(type(fs.get(key, False)) is bool for key in ("readTextFile", "writeTextFile"))
             and type(caps.get("terminal", False)) is bool
             and isinstance(caps.get("session"), dict | None)
+            and isinstance(caps.get("elicitation"), dict | None)
             and isinstance(params.get("clientInfo"), dict | None)
         ):
             return caps

@@ -125,14 +125,33 @@ async def test_any_other_first_line_gets_the_peers_answer_and_initialize_follows
     assert LATE in log and EARLY not in log
 
 
-async def test_initialize_params_that_need_validation_are_left_to_the_peer(harness: Harness) -> None:
-    """A capability of the wrong type: pydantic's -32602, as always (pydantic then loads before that answer)."""
+@pytest.mark.parametrize(
+    ("capabilities", "named"),
+    [({"terminal": [1]}, "terminal"), ({"elicitation": 5}, "elicitation"), ({"fs": {"readTextFile": [1]}}, "fs")],
+)
+async def test_initialize_params_that_need_validation_are_left_to_the_peer(
+    harness: Harness, capabilities: dict[str, Any], named: str
+) -> None:
+    """A capability of the wrong type: pydantic's -32602, as always (pydantic then loads before that answer), and
+    the session goes on: an early answer never accepts what the app would refuse later."""
     harness.configure([{"text": "hi"}])
-    bad = {**INIT, "id": 7, "params": {"protocolVersion": 1, "clientCapabilities": {"terminal": [1]}}}
-    lines, _ = await talk(harness, [frame(bad) + frame(INIT)], {7, 1})
+    bad = {**INIT, "id": 7, "params": {"protocolVersion": 1, "clientCapabilities": capabilities}}
+    lines, _ = await talk(harness, [frame(bad) + frame(INIT) + session_new(harness, 2)], {7, 1, 2})
     error = answer(lines, 7)["error"]
-    assert error["code"] == -32602 and "clientCapabilities.terminal" in error["message"]
+    assert error["code"] == -32602 and f"clientCapabilities.{named}" in error["message"]
     validate_def("InitializeResponse", answer(lines, 1)["result"])
+    assert "sessionId" in answer(lines, 2)["result"]
+
+
+def test_the_hand_check_covers_every_client_capability() -> None:
+    """Each field of the wire model, given a value of the wrong type, is left to the model: a field added to it
+    without a hand check would be accepted early and refused when the app opens."""
+    from awaken_stdio.protocols.acp.initialize import client_capabilities
+    from awaken_stdio.protocols.acp.wire import ClientCapabilities
+
+    for field in ClientCapabilities.model_fields.values():
+        params = {"protocolVersion": 1, "clientCapabilities": {field.alias: 5}}
+        assert client_capabilities(params, validate=False) is None, field.alias
 
 
 async def test_asyncio_and_anyio_are_imported_only_after_the_answer(harness: Harness) -> None:
