@@ -73,7 +73,10 @@ def dumps(value: Any) -> str:
     """Compact, ASCII-only JSON: safe for every driver and file system, and NaN is refused, not written."""
     if _c_encode is None:
         return _encoder.encode(value)
-    return "".join(_c_encode(value, 0))
+    try:
+        return "".join(_c_encode(value, 0))
+    except RecursionError:  # it does not look for cycles (``json`` does, for this error): a cycle never ends
+        raise ValueError("Circular reference detected") from None
 
 
 # -- records without their own JSON form ---------------------------------------------------------------------

@@ -14,9 +14,10 @@ backoff (``retry.py``); only when both give up does a caller see ``StoreUnavaila
 
 Copying the WAL back into the database (a checkpoint, two fsyncs) is kept off the writer's path: a third connection
 checkpoints (``PASSIVE``: it never blocks a writer or a reader) every ``CHECKPOINT_EVERY`` write transactions, on its
-own thread, while the writer goes on; the writer never checkpoints (``wal_autocheckpoint = 0``). Under sustained
-writing the WAL cannot restart by itself, so past ``WAL_BACKSTOP_PAGES`` the checkpointer truncates it with the write
-lock held, and the write after that (which syncs the WAL's new header) runs on the writer's thread.
+own thread, while the writer goes on. Under sustained writing the WAL cannot restart by itself, so past
+``WAL_BACKSTOP_PAGES`` the checkpointer truncates it with the write lock held. The write after a checkpoint that
+copied everything back restarts the WAL and syncs its new header: it runs on the writer's thread, not on the loop.
+The writer checkpoints itself only past twice ``WAL_BACKSTOP_PAGES``, where no process's checkpointer ran.
 
 The file is created here with mode 0600 (SQLite gives its -wal/-shm files the same mode). An existing file is first
 identified on a read-only connection (``mode=ro``): one that is not an awaken-stdio database (a text file, someone
@@ -209,15 +210,15 @@ def _identify(path: str) -> None:
         raise _damaged(path, "PRAGMA quick_check: " + "; ".join(problems[:3]))
 
 
-async def _connect(path: str, *pragmas: str, waits: bool = False) -> aiosqlite.Connection:
+async def _connect(path: str, *pragmas: str) -> aiosqlite.Connection:
     """A connection whose setup waits ``BUSY_TIMEOUT_MS`` for other processes' locks (the switch to WAL needs one);
-    then, unless it ``waits``, a busy timeout of 0: its transactions run first on the event loop, which must not
-    wait for a lock, and wait on the connection's thread only (``sqlite_tx``)."""
+    then a busy timeout of 0: its transactions run first on the event loop, which must not wait for a lock, and
+    wait on the connection's thread only (``sqlite_tx``)."""
     db = await aiosqlite.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
     try:
-        setup = (f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}", "PRAGMA foreign_keys = ON", *pragmas)
-        for pragma in setup if waits else (*setup, "PRAGMA busy_timeout = 0"):
+        for pragma in (f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}", "PRAGMA foreign_keys = ON", *pragmas):
             await db.execute(pragma)
+        await db.execute("PRAGMA busy_timeout = 0")
     except BaseException:
         with anyio.CancelScope(shield=True):
             await db.close()
@@ -245,7 +246,7 @@ class SqliteStore(SqlStore):
         self._streak = Streak()
         self._writes = 0
         self._checkpointing: asyncio.Task[None] | None = None
-        self._wal_restarted = False  # by our checkpointer: the next write syncs the WAL's new header
+        self._wal_restarts = False  # our checkpointer copied it all back: the next write syncs the WAL's new header
 
     @classmethod
     async def open(cls, url: str, path: str) -> SqliteStore:
@@ -258,7 +259,9 @@ class SqliteStore(SqlStore):
                         path,
                         "PRAGMA journal_mode = WAL",
                         "PRAGMA synchronous = NORMAL",
-                        "PRAGMA wal_autocheckpoint = 0",  # never on the writer's path: ``_checkpoint`` does it
+                        # ``_checkpoint`` keeps the WAL short; this backstop acts only when no process's checkpointer
+                        # runs (short-lived processes that each write less than ``CHECKPOINT_EVERY`` times)
+                        f"PRAGMA wal_autocheckpoint = {2 * WAL_BACKSTOP_PAGES}",
                         f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}",
                     )
                 )
@@ -278,7 +281,7 @@ class SqliteStore(SqlStore):
     async def _close(self) -> None:
         with anyio.CancelScope(shield=True):
             if self._checkpointing is not None:  # closed: no write starts another; it may want the write lock
-                await self._checkpointing
+                await asyncio.wait({self._checkpointing})
             async with self._wlock, self._rlock:
                 await self._checkpointer.close()
                 await self._reader.close()
@@ -297,12 +300,15 @@ class SqliteStore(SqlStore):
         ``WAL_BACKSTOP_PAGES`` the rest is copied with the write lock held and the WAL truncated (``TRUNCATE``,
         which gives up at once if another process reads an older snapshot: the next checkpoint tries again)."""
         try:
-            ((_, pages, _),) = await self._checkpointer.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")
+            ((busy, pages, copied),) = await self._checkpointer.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")
             if pages >= WAL_BACKSTOP_PAGES:
                 async with self._wlock:
-                    ((busy, _, _),) = await self._checkpointer.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
-                    self._wal_restarted = not busy
-        except sqlite3.Error as exc:  # another process's checkpoint, a full disk: the next one tries again
+                    ((busy, pages, copied),) = await self._checkpointer.execute_fetchall(
+                        "PRAGMA wal_checkpoint(TRUNCATE)"
+                    )
+            # All copied back: the next write restarts the WAL, and syncs its new header (an fsync) doing so.
+            self._wal_restarts = not busy and pages == copied
+        except Exception as exc:  # another process's checkpoint, a full disk: the next one tries again
             log.debug("background checkpoint of %s: %s", self.path, exc)
         finally:
             self._checkpointing = None
@@ -337,7 +343,7 @@ class SqliteStore(SqlStore):
     async def _write(self, fn: Fn[T]) -> T:
         self._check_open()
         async with self._wlock:
-            inline, self._wal_restarted = not self._wal_restarted, False  # a header sync is an fsync: not inline
+            inline, self._wal_restarts = not self._wal_restarts, False  # a header sync is an fsync: not inline
             result = await self._transaction(self._writer, "BEGIN IMMEDIATE", fn, inline=inline)
         self._wrote()
         return result

@@ -7,9 +7,10 @@ transaction is first tried where the caller is (``run_inline``), within bounds t
 
 - it never waits for a lock: the connections' busy timeout is 0, and a lock held by another process sends the
   transaction to the thread (``run_waiting``), where SQLite's busy handler and the store's retries wait as before;
-- it gets a budget: ``INLINE_INSTRUCTIONS`` SQLite VM instructions (a progress handler interrupts it past them)
-  and ``INLINE_ROWS`` rows read (they are decoded where they are read). Past either, the transaction is rolled back
-  whole and runs again on the thread, as a transaction that met a busy lock is retried: only its statements ran;
+- it gets a budget: ``INLINE_INSTRUCTIONS`` SQLite VM instructions (a progress handler interrupts it past them),
+  ``INLINE_ROWS`` rows read (they are decoded where they are read) and ``INLINE_BYTES`` of text written or read.
+  Past any, the transaction is rolled back whole and runs again on the thread, as a transaction that met a busy
+  lock is retried: only its statements ran;
 - consecutive inline transactions that never let the loop turn yield to it once they have held it ``STREAK_S``.
 
 Either way a transaction runs whole, synchronously, on one thread; nothing can interleave with it. The connection
@@ -36,6 +37,7 @@ Fn = Callable[[Tx], Coroutine[Any, Any, T]]
 PROGRESS_EVERY = 500  # SQLite VM instructions between two looks at an inline transaction's budget
 INLINE_INSTRUCTIONS = 10_000  # ~1-3 ms of writing; this store's usual transactions count 100-2,000
 INLINE_ROWS = 500  # a long conversation's first load, a full listing: decoded on the thread instead
+INLINE_BYTES = 256 << 10  # text written or read: a large tool result costs few instructions but many pages
 STREAK_S = 0.005
 
 
@@ -69,15 +71,20 @@ class SqliteTx(Tx):
 
 
 class _InlineTx(SqliteTx):
-    """Statements within the budget: ``INLINE_INSTRUCTIONS`` in all (SQLite's progress handler counts them) and
-    ``INLINE_ROWS`` rows per read. Past either the attempt ends (``NotInline``) and is rolled back."""
+    """Statements within the budget: ``INLINE_INSTRUCTIONS`` in all (SQLite's progress handler counts them),
+    ``INLINE_ROWS`` rows per read, ``INLINE_BYTES`` of text. Past any, the attempt ends (``NotInline``)."""
 
-    __slots__ = ("ticks",)
+    __slots__ = ("bytes", "ticks")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         super().__init__(conn)
-        self.ticks = 0
+        self.ticks = self.bytes = 0
         conn.set_progress_handler(self._tick, PROGRESS_EVERY)
+
+    def _carry(self, values: Sequence[Any]) -> None:
+        self.bytes += sum([len(v) for v in values if type(v) is str])
+        if self.bytes > INLINE_BYTES:
+            raise NotInline(f"more than {INLINE_BYTES} bytes")
 
     def _tick(self) -> bool:
         self.ticks += 1
@@ -87,19 +94,33 @@ class _InlineTx(SqliteTx):
     def spent(self) -> bool:
         return self.ticks * PROGRESS_EVERY > INLINE_INSTRUCTIONS
 
+    async def fetchone(self, sql: str, *args: Any) -> Sequence[Any] | None:
+        row = self._conn.execute(sql, args).fetchone()
+        if row is not None:
+            self._carry(row)
+        return row
+
     async def fetchall(self, sql: str, *args: Any) -> list[Sequence[Any]]:
         rows = self._conn.execute(sql, args).fetchmany(INLINE_ROWS + 1)
         if len(rows) > INLINE_ROWS:
             raise NotInline(f"more than {INLINE_ROWS} rows")
+        for row in rows:
+            self._carry(row)
         return rows
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        self._carry(args)
+        return self._conn.execute(sql, args).rowcount
+
+    async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        for row in rows:
+            self._carry(row)
+        self._conn.executemany(sql, rows)
 
     def ending(self) -> None:
         # Unbudgeted: a ROLLBACK refused for want of budget would leave the transaction open, and a COMMIT must not
         # be interrupted once it may have written (SQLite can look at the handler as a statement returns): it would
         # be done a second time on the thread.
-        self.stop()
-
-    def stop(self) -> None:
         self._conn.set_progress_handler(None, 0)
 
 
@@ -116,7 +137,10 @@ def run_transaction(conn: sqlite3.Connection, begin: str | None, fn: Fn[T], tx: 
     statements in autocommit). A caller cancelled meanwhile leaves a transaction that is complete either way."""
     tx = tx or SqliteTx(conn)
     if begin is None:
-        return drive(fn(tx))
+        try:
+            return drive(fn(tx))
+        finally:
+            tx.ending()
     try:
         conn.execute(begin)  # inside: interrupted as it returns, a BEGIN leaves its transaction open
         result = drive(fn(tx))
@@ -140,8 +164,6 @@ def run_inline(conn: sqlite3.Connection, begin: str | None, fn: Fn[T]) -> T:
         if tx.spent or transient(exc):
             raise NotInline(str(exc)) from exc
         raise
-    finally:
-        tx.stop()
 
 
 def run_waiting(conn: sqlite3.Connection, begin: str | None, fn: Fn[T], busy_timeout_ms: int) -> T:

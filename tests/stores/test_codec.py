@@ -29,8 +29,17 @@ def test_writes_what_json_writes(value: Any) -> None:
     assert dumps(value) == dumps(value)  # nothing carried over from one value to the next
 
 
-@pytest.mark.parametrize("value", [{"x": math.nan}, [math.inf], {"x": object()}, {(1, 2): "tuple key"}])
+def _cycle() -> list[Any]:
+    loop: list[Any] = []
+    loop.append(loop)
+    return loop
+
+
+@pytest.mark.parametrize(
+    "value", [{"x": math.nan}, [math.inf], {"x": object()}, {(1, 2): "tuple key"}, _cycle(), {"in": [_cycle()]}]
+)
 def test_refuses_what_json_refuses_and_goes_on(value: Any) -> None:
+    """NaN and infinities, unknown types, keys JSON cannot have, and a cycle (as ``ValueError``, as ``json``)."""
     with pytest.raises((ValueError, TypeError)):
         REFERENCE.encode(value)
     with pytest.raises((ValueError, TypeError)):

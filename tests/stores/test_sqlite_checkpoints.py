@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,23 @@ async def burst(store: SqliteStore) -> asyncio.Task[None] | None:
     return None
 
 
-async def test_a_burst_of_writes_is_checkpointed_behind_the_writer_and_the_wal_restarts(tmp_path: Path) -> None:
+@pytest.fixture
+def on_thread(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every write that ran on the writer's thread, not inline on the event loop, from now on."""
+    seen: list[object] = []
+    waiting = sqlite.run_waiting
+
+    def counted(*args: Any) -> Any:
+        seen.append(args[2])
+        return waiting(*args)
+
+    monkeypatch.setattr(sqlite, "run_waiting", counted)
+    return seen
+
+
+async def test_a_burst_of_writes_is_checkpointed_behind_the_writer_and_the_wal_restarts(
+    tmp_path: Path, on_thread: list[object]
+) -> None:
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         assert isinstance(store, SqliteStore)
         wal = tmp_path / "a.db-wal"
@@ -41,10 +58,14 @@ async def test_a_burst_of_writes_is_checkpointed_behind_the_writer_and_the_wal_r
         running = await burst(store)
         assert running is not None  # started by the writes, on its own connection
         await running
+        assert on_thread == []  # every write of the burst ran on the event loop
         await store.save_thread(ThreadRecord("after"))  # finds the WAL copied back: starts it again
         assert wal_restarts(wal) == before + 1
+        assert len(on_thread) == 1  # that write synced the WAL's new header: on the thread, not on the loop
+        await store.save_thread(ThreadRecord("later"))
+        assert len(on_thread) == 1
         rows = await store._writer.execute_fetchall("PRAGMA wal_autocheckpoint")
-        assert list(rows) == [(0,)]  # the writer never checkpoints
+        assert list(rows) == [(2 * sqlite.WAL_BACKSTOP_PAGES,)]  # the writer's own: a backstop only
 
 
 async def test_closing_waits_for_a_checkpoint_in_flight(tmp_path: Path) -> None:
@@ -58,27 +79,35 @@ async def test_closing_waits_for_a_checkpoint_in_flight(tmp_path: Path) -> None:
 
 
 async def test_a_wal_past_the_backstop_is_truncated_and_the_next_write_leaves_the_event_loop(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_thread: list[object]
 ) -> None:
     monkeypatch.setattr(sqlite, "WAL_BACKSTOP_PAGES", 20)
-    on_thread: list[object] = []
-    waiting = sqlite.run_waiting
-
-    def counted(*args: object) -> object:
-        on_thread.append(args[2])
-        return waiting(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(sqlite, "run_waiting", counted)
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         assert isinstance(store, SqliteStore)
         wal = tmp_path / "a.db-wal"
         running = await burst(store)
         assert running is not None
         await running
-        assert wal.stat().st_size == 0 and store._wal_restarted  # truncated, not just copied back
-        assert on_thread == []  # every write of the burst ran on the event loop
+        assert wal.stat().st_size == 0 and store._wal_restarts  # truncated, not just copied back
+        assert on_thread == []
         await store.save_thread(ThreadRecord("after"))
-        assert len(on_thread) == 1 and not store._wal_restarted  # the one that wrote the new header (an fsync)
+        assert len(on_thread) == 1 and not store._wal_restarts  # the one that wrote the new header (an fsync)
         await store.save_thread(ThreadRecord("later"))
         assert len(on_thread) == 1
         assert {t.thread_id for t in (await store.list_threads(limit=500)).items} >= {"after", "later", "t0"}
+
+
+async def test_short_lived_writers_beside_a_long_lived_one_keep_the_wal_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Processes that each write fewer than ``CHECKPOINT_EVERY`` times never start a background checkpoint, and the
+    long-lived one keeps the file open: the writer's backstop is what still restarts the WAL."""
+    monkeypatch.setattr(sqlite, "WAL_BACKSTOP_PAGES", 25)
+    url = f"sqlite://{tmp_path}/a.db"
+    async with open_store(url):
+        for p in range(30):
+            async with open_store(url) as short:
+                for i in range(20):
+                    await short.save_thread(ThreadRecord(f"p{p}-{i}", title="x" * 3000))
+        pages = (tmp_path / "a.db-wal").stat().st_size // 4120
+        assert pages <= 4 * sqlite.WAL_BACKSTOP_PAGES, pages  # 600 writes of a page or more without it

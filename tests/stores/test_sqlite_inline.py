@@ -112,3 +112,18 @@ async def test_a_budget_running_out_at_the_commit_never_writes_twice(
             await store.checkpoint(checkpoint(f"t{budget}", 0, 2))  # a second write would fail the count guard
             loaded = await store.load_thread(f"t{budget}")
             assert loaded is not None and loaded.thread.message_count == 2 == len(loaded.messages)
+
+
+async def test_large_text_is_written_and_read_on_the_thread(tmp_path: Path, on_thread: list[str]) -> None:
+    """A large tool result costs SQLite few instructions but many pages: past ``INLINE_BYTES`` it leaves the loop."""
+    big = Message.user("x" * (sqlite_tx.INLINE_BYTES + 1))
+    url = f"sqlite://{tmp_path}/a.db"
+    async with open_store(url) as store:
+        on_thread.clear()
+        await store.checkpoint(Checkpoint("t1", 0, [big], RunRecord("r1", "t1", "a")))
+        assert on_thread == ["BEGIN IMMEDIATE"]
+    on_thread.clear()
+    async with open_store(url) as store:
+        loaded = await store.load_thread("t1")
+        assert loaded is not None and loaded.messages[0].text == big.text
+        assert on_thread == [None]
