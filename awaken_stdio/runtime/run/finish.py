@@ -70,15 +70,17 @@ def _end_of_step(run: RunState) -> EndOfStep:
     return EndOfStep(len(run.messages), run.state.snapshot(), run.steps, run.usage, run.response, now_ms())
 
 
-def _written_at(run: RunState, end: EndOfStep) -> tuple[RunRecord, PersistedState]:
-    """The run record and the thread state a checkpoint of ``end`` writes."""
-    return _record_at(run, end), run.state.export_thread_scoped(end.state)
+def _written_at(run: RunState, end: EndOfStep, *, behind: bool = False) -> tuple[RunRecord, PersistedState]:
+    """The run record and the thread state a checkpoint of ``end`` writes. The loop's own checkpoint keeps the record
+    in ``run.record`` (the run's result reads it); a write ``behind`` the loop fills a copy: its step end may be
+    older than what the loop has set since (the tickets of a question it asks), which it must not undo."""
+    record = _record_at(run, end, run.record.copy() if behind else run.record)
+    return record, run.state.export_thread_scoped(end.state)
 
 
-def _record_at(run: RunState, end: EndOfStep) -> RunRecord:
-    """The run record as of ``end`` (also kept in ``run.record``, which the run's result reads)."""
+def _record_at(run: RunState, end: EndOfStep, r: RunRecord) -> RunRecord:
+    """``r`` brought to ``end``; a copy of it when it is ``run.record``."""
     lifecycle = end.state.get(RUN_LIFECYCLE)
-    r = run.record
     r.status = lifecycle.status if lifecycle.run_id else r.status
     if r.status != "waiting":
         r.waiting = None
@@ -88,7 +90,7 @@ def _record_at(run: RunState, end: EndOfStep) -> RunRecord:
     r.response = end.response or r.response
     r.updated_at = end.at
     r.state = run.state.export_run_scoped(end.state)
-    return r.copy()
+    return r.copy() if r is run.record else r
 
 
 async def checkpoint(run: RunState, *, settles: bool = False) -> None:
@@ -180,7 +182,7 @@ async def _write_behind(run: RunState, behind: WriteBehind) -> None:
             while behind.wanted is not None and behind.error is None:
                 end, behind.wanted = behind.wanted, None
                 new = run.messages[run.written : end.upto]
-                record, thread_state = _written_at(run, end)
+                record, thread_state = _written_at(run, end, behind=True)
                 await run.store.checkpoint(Checkpoint(run.thread_id, run.stored_count, new, record, thread_state))
                 run.written = end.upto
                 run.stored_count += len(new)
