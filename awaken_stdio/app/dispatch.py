@@ -504,8 +504,11 @@ class MailboxService:
         waits = held.activation is not None and held.activation.wait_for_decisions  # the row stays claimed then
         held.settle = DispatchSettle(d.dispatch_id, held.token, ack_if_waiting=not waits)
         try:
-            loaded, held.loaded = held.loaded, None  # only the first execution starts where the claim left the thread
-            result = await self._perform(d, sink, held.activation, held.seen, held.settle, loaded)
+            # Only the first execution starts from what its claim read (the thread, the run record): a later one, on
+            # a decision taken over while the run waits, reads them as they are then (a handoff may have moved on).
+            loaded, held.loaded = held.loaded, None
+            seen, held.seen = held.seen, None
+            result = await self._perform(d, sink, held.activation, seen, held.settle, loaded)
         except Exception as exc:
             # a caller that sees the error is its owner: its failure is final, never retried behind its back
             kind = "permanent" if foreground and classify_error(exc) == "transient" else classify_error(exc)
