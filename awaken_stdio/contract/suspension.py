@@ -18,6 +18,7 @@ __all__ = [
     "SuspendTicket",
     "Suspension",
     "ToolCallResume",
+    "UnknownChoice",
     "WaitingReason",
     "waiting_reason_for",
 ]
@@ -28,6 +29,9 @@ OUTCOME_UNKNOWN_ACTION = "tool:OutcomeUnknown"
 
 ResumeMode = Literal["replay_tool_call", "use_decision_as_tool_result", "pass_decision_to_tool"]
 ResumeAction = Literal["resume", "cancel"]
+# What a person chose for a call whose earlier attempt's outcome is unknown (its start was recorded, its end was
+# not): run it again, or record it as done without running it. A ``resume`` without a choice never runs such a call.
+UnknownChoice = Literal["rerun", "done"]
 WaitingReason = Literal[
     "tool_permission", "user_input", "background_tasks", "rate_limit", "manual_pause", "external_event"
 ]
@@ -95,7 +99,9 @@ class ToolCallResume:
     """A decision for one suspended call.
 
     ``result`` carries the answer: for permissions ``{"approved": bool, "policy": "allow_once"|...}``; for
-    frontend tools the value the tool returns. ``decision_id`` makes delivery idempotent.
+    frontend tools the value the tool returns. ``decision_id`` makes delivery idempotent. ``unknown``: the
+    person's choice for a call whose earlier attempt's outcome is unknown (see :data:`UnknownChoice`); a resume
+    without it is refused for such a call, whichever surface sent it.
     """
 
     action: ResumeAction
@@ -103,12 +109,14 @@ class ToolCallResume:
     reason: str | None = None
     decision_id: str = field(default_factory=new_id)
     updated_at: int = field(default_factory=now_ms)
+    unknown: UnknownChoice | None = None
 
     @staticmethod
-    def approve(result: Any = None, *, always: bool = False) -> ToolCallResume:
+    def approve(result: Any = None, *, always: bool = False, unknown: UnknownChoice | None = None) -> ToolCallResume:
         return ToolCallResume(
             "resume",
             result if result is not None else {"approved": True, "policy": "allow_always" if always else "allow_once"},
+            unknown=unknown,
         )
 
     @staticmethod
@@ -130,6 +138,7 @@ class ToolCallResume:
             "reason": self.reason,
             "decision_id": self.decision_id,
             "updated_at": self.updated_at,
+            **({"unknown": self.unknown} if self.unknown is not None else {}),
         }
 
     @staticmethod
@@ -140,6 +149,7 @@ class ToolCallResume:
             d.get("reason"),
             d.get("decision_id") or new_id(),
             int(d.get("updated_at") or now_ms()),
+            d["unknown"] if d.get("unknown") in ("rerun", "done") else None,
         )
 
 
