@@ -5,18 +5,34 @@ is suspended for approval and keeps the answer with the suspension, so every sur
 after a restart: ACP sends the changes as ``diff`` content of the permission request, MCP and the CLI print
 :meth:`ToolPreview.summary`. A preview is computed through the same file system the call would use (the editor's,
 when an ACP client offers one), so the person sees the editor's unsaved text, not a stale disk copy.
+
+An approval is bound to the preview the person saw (:func:`bind`: its :meth:`ToolPreview.digest` travels in the
+answer). An approved call whose targets no longer hold what the preview showed does not run: it is asked about again
+with the preview as things are then (:data:`CHANGED`), and the built-in file tools refuse a write whose file changed
+after that check.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["FileChange", "ToolPreview"]
+if TYPE_CHECKING:
+    from awaken_stdio.contract.suspension import ToolCallResume
+
+__all__ = ["CHANGED", "SHOWN", "FileChange", "ToolPreview", "bind", "bound_digest"]
 
 SUMMARY_LINES = 40
 """Lines of a shortened preview (MCP elicitation messages, ``runs show``); the rest is counted, not shown."""
 SUMMARY_LINE_CHARS = 200
+SHOWN = "shown"
+"""The key of an approval's answer (``ToolCallResume.result``) holding the digest of the preview it was given on."""
+CHANGED = (
+    "The file changed after its diff was shown, so the call did not run; approve again to apply the diff as it is now."
+)
+"""The note of a call asked about again because its target changed after it was approved."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +75,22 @@ class ToolPreview:
                 lines.append(f"(in {self.cwd})")
         for change in self.changes:
             lines.extend(change.unified(self.cwd))
-        if self.note:
-            lines.append(self.note)
+        note = self.note.splitlines()  # never cut: it says why the rest is (or is not) what would happen
+        room = max(max_lines - len(note), 1)
         shown = [line if len(line) <= SUMMARY_LINE_CHARS else line[: SUMMARY_LINE_CHARS - 1] + "…" for line in lines]
-        if len(shown) > max_lines:
-            shown = [*shown[: max_lines - 1], f"… {len(shown) - max_lines + 1} more lines"]
-        return "\n".join(shown)
+        if len(shown) > room:
+            shown = [*shown[: room - 1], f"… {len(shown) - room + 1} more lines"]
+        return "\n".join([*shown, *note])
+
+    def digest(self) -> str:
+        """What the preview assumed of its targets (each changed file's path and text before), as a short hash: an
+        approval given on this preview holds while the targets still hold that text."""
+        assumed = sorted(((c.path, c.old_text) for c in self.changes), key=lambda c: c[0])
+        return hashlib.sha256(json.dumps(assumed, ensure_ascii=False).encode()).hexdigest()[:32]
+
+    def changed(self) -> ToolPreview:
+        """This preview, worked out again after its target changed, saying so first."""
+        return replace(self, note=f"{CHANGED}\n{self.note}" if self.note else CHANGED)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -82,3 +108,18 @@ class ToolPreview:
     def from_json(d: dict[str, Any]) -> ToolPreview:
         changes = tuple(FileChange(c["path"], c.get("old_text"), c["new_text"]) for c in d.get("changes") or ())
         return ToolPreview(changes, d.get("command"), d.get("cwd"), d.get("note", ""))
+
+
+def bind(decision: ToolCallResume, preview: ToolPreview | None) -> ToolCallResume:
+    """``decision`` bound to ``preview``, the one the person saw, when it approves and is not bound yet."""
+    answer = decision.result
+    if preview is None or decision.action != "resume" or not isinstance(answer, dict) or SHOWN in answer:
+        return decision
+    return replace(decision, result={**answer, SHOWN: preview.digest()})
+
+
+def bound_digest(decision: ToolCallResume | None) -> str | None:
+    """The digest of the preview an approval was given on (``None``: not bound to one)."""
+    answer = decision.result if decision is not None and decision.action == "resume" else None
+    shown = answer.get(SHOWN) if isinstance(answer, dict) else None
+    return shown if isinstance(shown, str) else None

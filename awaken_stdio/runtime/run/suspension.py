@@ -16,11 +16,13 @@ from awaken_stdio.contract.events import RunFinish, RunResult, RunStart, ToolCal
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message, ToolCall
+from awaken_stdio.contract.preview import bind
 from awaken_stdio.contract.state import StateCommand
 from awaken_stdio.contract.suspension import Decisions, ToolCallResume
 from awaken_stdio.runtime.plugins import Block, Phase, SetResult, Suspend
 from awaken_stdio.runtime.run.calls import AWAITING_APPROVAL, commit_call, set_waiting, suspend_call
 from awaken_stdio.runtime.run.finish import checkpoint
+from awaken_stdio.runtime.run.shown import changed_since_shown
 from awaken_stdio.runtime.run.state import RunState, StopRun
 from awaken_stdio.runtime.run.tools import after_tool, gate, invoke, not_found, rejected
 from awaken_stdio.runtime.runtime_keys import (
@@ -61,6 +63,8 @@ async def apply_decisions(run: RunState, decisions: Decisions) -> list[str]:
         if state.status != "suspended" or state.call_id in targets:
             continue  # a duplicate delivery of an applied decision: idempotent
         status = "resuming" if decision.action == "resume" else "cancelled"
+        # an approval holds for the preview stored with the question, unless its surface showed one worked out again
+        decision = bind(decision, state.ticket.suspension.preview if state.ticket else None)
         new = replace(state, status=status, resume_input=decision, updated_at=now_ms())
         cmd.update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(new))
         targets.append(state.call_id)
@@ -115,7 +119,7 @@ async def _receive_decisions(run: RunState, decisions: MemoryObjectReceiveStream
 
 async def replay(run: RunState, targets: list[str]) -> TerminationReason | None:
     """Report cancelled calls and re-run resuming ones through gate and tool; ``blocked`` (or a fatal tool
-    error) ends the run."""
+    error) ends the run. An approved call whose target changed since its preview is suspended again instead."""
     states = run.tool_states()
     for call_id in targets:
         state = states[call_id]
@@ -143,6 +147,9 @@ async def replay(run: RunState, targets: list[str]) -> TerminationReason | None:
             continue
         if isinstance(decision, SetResult):
             outcome = await after_tool(run, call, tool, decision.result, StateCommand(), state.resume_input)
+        elif (again := await changed_since_shown(run, call, tool, state)) is not None:
+            await suspend_call(run, call, again, again.suspension.message)  # never blind: the new diff is asked
+            continue
         else:
             outcome = await invoke(run, call, None, state)
         await commit_call(run, outcome, resumed=True)

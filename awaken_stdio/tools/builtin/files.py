@@ -3,7 +3,8 @@
 Paths are relative to the working directory (absolute ones must lie in the workspace). Writes and edits return
 the whole old and new text as ``data["diff"]`` (``{path, old_text, new_text}``, ``old_text`` None for a new file),
 which is ACP's diff content; the model only reads a one-line summary. Before a write or an edit is approved, its
-preview shows the same diff, worked out by the same code.
+preview shows the same diff, worked out by the same code; an approved one refuses to write when the file no longer
+holds what that diff showed (it changed after the runtime's last check, ``runtime.run.shown``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated
 from pydantic import Field
 
 from awaken_stdio.contract.errors import ToolError, ToolFailure
-from awaken_stdio.contract.preview import FileChange, ToolPreview
+from awaken_stdio.contract.preview import FileChange, ToolPreview, bound_digest
 from awaken_stdio.contract.tools import ToolCallContext, ToolResult
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool
@@ -104,6 +105,7 @@ async def write_file(ctx: ToolCallContext, path: str, content: str) -> ToolResul
         content: The whole new content of the file.
     """
     plan = await _plan_write(ctx, path, content)
+    plan.check_shown(ctx)
     await plan.fs.write_text(plan.real, content)
     lines = _lines(len(_LINE.findall(content)))
     message = f"Created {plan.shown} ({lines})" if plan.old is None else f"Wrote {plan.shown} ({lines})"
@@ -132,6 +134,7 @@ async def edit_file(
         replace_all: Replace every occurrence instead of exactly one.
     """
     plan = await _plan_edit(ctx, path, old_text, new_text, replace_all)
+    plan.check_shown(ctx)
     await plan.fs.write_text(plan.real, plan.new)
     lines = plan.replaced_lines
     where = f"line {lines[0]}" if len(lines) == 1 else f"{len(lines)} places"
@@ -164,6 +167,15 @@ class _Plan:
 
     def preview(self, ctx: ToolCallContext) -> ToolPreview:
         return ToolPreview((FileChange(str(self.real), self.old, self.new),), cwd=ctx.cwd)
+
+    def check_shown(self, ctx: ToolCallContext) -> None:
+        """Refuse an approved call whose file no longer holds the text of the diff it was approved on."""
+        approved = bound_digest(ctx.resume_input)
+        if approved is not None and self.preview(ctx).digest() != approved:
+            raise ToolFailure(
+                f"{self.shown} changed since the diff was approved, so nothing was written; read it again and "
+                "propose the change anew"
+            )
 
 
 async def _plan_write(ctx: ToolCallContext, path: str, content: str) -> _Plan:
