@@ -41,6 +41,7 @@ async def checks(
 ) -> AsyncIterator[Check]:
     """Each check as soon as it is done (the CLI prints them as they come)."""
     from awaken_stdio.app.app import load_settings
+    from awaken_stdio.app.config_file import missing_agent
     from awaken_stdio.contract.errors import AwakenError
 
     looked = _config_places(config)
@@ -59,8 +60,9 @@ async def checks(
         yield check
     for check in await _check_mcp_servers(loaded, progress):
         yield check
-    if not loaded.config.agents:
-        yield Check("agents", False, "no agent: write a config file, or set ANTHROPIC_API_KEY or OPENAI_API_KEY")
+    missing = missing_agent(loaded.file)
+    if missing is not None:
+        yield Check("agents", False, missing)
 
 
 def _config_places(config: str | None) -> tuple[str, ...]:

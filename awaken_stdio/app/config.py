@@ -54,7 +54,11 @@ class ModelConfig(_Model):
         description="openai (any OpenAI-compatible server via base_url), anthropic, scripted (a JSON script), or "
         "mcp_sampling (the model of the MCP client awaken-stdio mcp serves; `model` is only a hint)."
     )
-    model: str = Field("", description="The upstream model id, e.g. gpt-4.1 or claude-sonnet-4-5.")
+    model: str = Field(
+        "",
+        description="The upstream model id, e.g. gpt-4.1 or claude-sonnet-4-5. An openai model with a base_url and "
+        "no model uses the server's only model (asked of its /models).",
+    )
     base_url: str | None = Field(None, description="An OpenAI-compatible endpoint (Ollama, vLLM, LM Studio...).")
     api_key_env: str | None = Field(None, description="The environment variable holding the API key.")
     api: Literal["chat", "responses"] = Field("chat", description="openai only: Chat Completions or Responses.")
@@ -126,6 +130,11 @@ class AgentConfig(_Model):
     max_tokens: int | None = Field(None, gt=0, description="Token budget of one run (input + output).")
     timeout_s: float | None = Field(None, gt=0, description="Wall-clock budget of one run.")
     tool_executor: Literal["sequential", "parallel"] = "sequential"
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="Plugins this agent uses, by id (their name), registered from Python: "
+        "AgentRuntime(plugins=[...]) or runtime.add_plugin(...).",
+    )
     expose_mcp: bool = Field(False, description='Publish this agent as the MCP tool "agent_<id>".')
     permission: PermissionConfig = Field(default_factory=PermissionConfig)
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
@@ -241,7 +250,8 @@ class Config(_Model):
         for name, model in self.models.items():
             if model.provider == "scripted" and not model.script:
                 raise ConfigError(f"{source}: models.{name}: a scripted model needs `script`")
-            if model.provider not in ("scripted", "mcp_sampling") and not model.model:
+            served = model.provider == "openai" and model.base_url  # the server's only model, from its /models
+            if model.provider not in ("scripted", "mcp_sampling") and not model.model and not served:
                 raise ConfigError(f"{source}: models.{name}: `model` (the upstream model id) is required")
         for name, server in self.mcp_servers.items():
             if bool(server.command) == bool(server.url):

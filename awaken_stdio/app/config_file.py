@@ -25,6 +25,7 @@ __all__ = [
     "config_candidates",
     "default_config_data",
     "default_config_path",
+    "missing_agent",
     "read_config_file",
     "store_url",
 ]
@@ -89,7 +90,34 @@ def read_config_file(path: str | os.PathLike[str] | None = None) -> ConfigFile:
         raise ConfigError(f"{file}: cannot read it: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: invalid TOML: {exc}") from exc
-    return ConfigFile(data, file.resolve(), str(file))
+    return ConfigFile(_with_default_agent(data), file.resolve(), str(file))
+
+
+def _with_default_agent(data: dict[str, Any]) -> dict[str, Any]:
+    """A config with one model and no ``[agents]``: that model serves the agent ``default``, as the environment's
+    model does without a config file (a newcomer's first config is often just a model). With several models
+    nothing is guessed: :func:`missing_agent` says what to add."""
+    models, agents = data.get("models"), data.get("agents")
+    if agents or not isinstance(models, dict) or len(models) != 1:
+        return data
+    [model_id] = models
+    return data | {"agents": {"default": {"model": model_id, "expose_mcp": True}}}
+
+
+def missing_agent(file: ConfigFile) -> str | None:
+    """What to add when the config defines no agent (``None`` when it does): one line for ``doctor`` and ``chat``."""
+    if file.data.get("agents"):
+        return None
+    models = file.data.get("models")
+    if file.path is None:
+        return "no model is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or write a config file with [models]"
+    if not isinstance(models, dict) or not models:
+        return f"no model is configured: add [models.<id>] to {file.path} (awaken-stdio config example shows one)"
+    names = " and ".join(repr(m) for m in models)
+    return (
+        f"no agent: {file.path} defines the models {names} and no [agents]: add [agents.default] with "
+        f'model = "{next(iter(models))}" (or another of them)'
+    )
 
 
 def default_config_data(env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -97,10 +125,10 @@ def default_config_data(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     env = os.environ if env is None else env
     if env.get("ANTHROPIC_API_KEY"):
         model = {"provider": "anthropic", "model": "claude-sonnet-4-6", "api_key_env": "ANTHROPIC_API_KEY"}
+    elif env.get("OPENAI_BASE_URL") and env.get("OPENAI_API_KEY"):  # the server's only model: no model set
+        model = {"provider": "openai", "base_url": env["OPENAI_BASE_URL"], "api_key_env": "OPENAI_API_KEY"}
     elif env.get("OPENAI_API_KEY"):
         model = {"provider": "openai", "model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY"}
-        if env.get("OPENAI_BASE_URL"):
-            model["base_url"] = env["OPENAI_BASE_URL"]
     else:
         return {}
     return {"models": {"default": model}, "agents": {"default": {"model": "default", "expose_mcp": True}}}

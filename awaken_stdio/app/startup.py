@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from awaken_stdio._version import __version__
-from awaken_stdio.app.config_file import ConfigFile, read_config_file, store_url
+from awaken_stdio.app.config_file import ConfigFile, missing_agent, read_config_file, store_url
 from awaken_stdio.providers.families import SCRIPTED_MEDIA_INPUT, family_capabilities
 
 if TYPE_CHECKING:
@@ -103,10 +103,7 @@ def model_problem(file: ConfigFile) -> str | None:
     """Why no model can answer (what to set), or ``None`` when the default agent's model is usable."""
     default = default_model(file.data)
     if default is None:
-        return (
-            "no model is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or add [models] and [agents] to "
-            f"{file.path or 'a config file (awaken-stdio config example)'}"
-        )
+        return missing_agent(file)
     model_id, model = default
     if model.get("provider") == "scripted" or model.get("base_url"):
         return None

@@ -9,9 +9,12 @@ cached tokens included (``cache_read_tokens`` is that part), so budgets mean the
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
+
+import anyio
 
 from awaken_stdio.contract.agent import ModelSpec
 from awaken_stdio.contract.errors import ProviderError
@@ -54,7 +57,9 @@ _FINISH: dict[str, StopReason] = {
 
 
 def create_executor(spec: ModelSpec, base_dir: Path) -> OpenAIModel:
-    return OpenAIModel.from_options(spec.model, spec.options)
+    executor = OpenAIModel.from_options(spec.model, spec.options)
+    executor.discover = not spec.model and executor.base_url is not None  # the server's only model
+    return executor
 
 
 class OpenAIModel(SdkExecutor):
@@ -69,6 +74,44 @@ class OpenAIModel(SdkExecutor):
     def __init__(self, model: str = "", *, api: Literal["chat", "responses"] = "chat", **kwargs: Any) -> None:
         super().__init__(model, **kwargs)
         self.api = api
+        self.discover = False  # no model configured for a base_url: ask the server's /models on first use
+
+    async def stream(self, request: InferenceRequest) -> AsyncIterator[StreamChunk]:
+        if self.discover:
+            await self._discover()
+        async for chunk in super().stream(request):
+            yield chunk
+
+    async def check(self, timeout_s: float = 5.0) -> str:
+        if self.discover:
+            try:
+                with anyio.fail_after(timeout_s):
+                    await self._discover()
+            except TimeoutError:
+                raise ProviderError("timeout", f"openai at {self.base_url} did not answer in {timeout_s:g} s") from None
+        return await super().check(timeout_s)
+
+    async def _discover(self) -> None:
+        """Use the server's only model (Ollama with one model pulled, a vLLM or llama.cpp server), else say which
+        models it serves and where to name one: guessing a name it does not serve only fails later, less clearly."""
+        client, errors = self._connect()
+        try:
+            served = sorted([model.id async for model in client.models.list()])
+        except Exception as exc:
+            mapped = errors(exc, False)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        url = str(client.base_url).rstrip("/")
+        if len(served) != 1:
+            listed = f"{len(served)} models ({', '.join(served)})" if served else "no model"
+            raise ProviderError(
+                "model_not_found",
+                f"no model is set and {url} serves {listed}: name one as `model` beside "
+                f'base_url = "{url}" in a [models.<id>] table of the config file (awaken-stdio doctor shows where)',
+            )
+        self.model, self.discover = served[0], False
+        self._errors = replace(errors, model=self.model)
 
     @classmethod
     def from_options(cls, model: str, options: Mapping[str, Any]) -> OpenAIModel:
