@@ -1,7 +1,9 @@
 """awaken-stdio: an agent runtime for ACP editors and MCP clients, with durable human-in-the-loop.
 
 The public API is listed once in ``__all__`` and loaded lazily (PEP 562), so ``import awaken_stdio`` costs almost
-nothing and the protocol servers answer their first request before the runtime's heavier parts are imported.
+nothing and the protocol servers answer their first request before the runtime's heavier parts are imported. With
+the module ``awaken_stdio.contract.content`` (content blocks from bytes and files) it is the whole public API, as the
+README says: every other module is internal and may move.
 
 Example::
 
@@ -33,15 +35,18 @@ _EXPORTS: dict[str, str] = {
     "AgentRunResult": "awaken_stdio.contract.activation",
     "AgentRuntime": "awaken_stdio.runtime.agent_runtime",
     "AgentSpec": "awaken_stdio.contract.agent",
+    "AudioBlock": "awaken_stdio.contract.messages",
     "AwakenError": "awaken_stdio.contract.errors",
     "Block": "awaken_stdio.runtime.plugins",
     "build_runtime": "awaken_stdio.app.assemble",
     "Config": "awaken_stdio.app.config",
     "ConfigError": "awaken_stdio.contract.errors",
+    "ContentBlock": "awaken_stdio.contract.messages",
     "DecisionTargetNotFound": "awaken_stdio.contract.errors",
     "FileChange": "awaken_stdio.contract.preview",
     "FunctionModel": "awaken_stdio.providers.scripted",
     "HandoffPlugin": "awaken_stdio.runtime.handoff",
+    "ImageBlock": "awaken_stdio.contract.messages",
     "InferenceRequest": "awaken_stdio.contract.inference",
     "InMemorySink": "awaken_stdio.runtime.observability",
     "InvalidResume": "awaken_stdio.contract.errors",
@@ -64,6 +69,8 @@ _EXPORTS: dict[str, str] = {
     "ProfileAccess": "awaken_stdio.contract.profile",
     "ProfileKey": "awaken_stdio.contract.profile",
     "ProviderError": "awaken_stdio.contract.errors",
+    "ResourceBlock": "awaken_stdio.contract.messages",
+    "ResourceLinkBlock": "awaken_stdio.contract.messages",
     "RunActivation": "awaken_stdio.contract.activation",
     "RunError": "awaken_stdio.contract.errors",
     "RunIdentity": "awaken_stdio.contract.identity",
@@ -81,6 +88,7 @@ _EXPORTS: dict[str, str] = {
     "Suspend": "awaken_stdio.runtime.plugins",
     "SuspendTicket": "awaken_stdio.contract.suspension",
     "TerminationReason": "awaken_stdio.contract.lifecycle",
+    "TextBlock": "awaken_stdio.contract.messages",
     "ThreadAlreadyRunning": "awaken_stdio.contract.errors",
     "TokenUsage": "awaken_stdio.contract.inference",
     "Tool": "awaken_stdio.contract.tools",
@@ -122,7 +130,15 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.identity import RunIdentity
     from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, ModelPricing, StreamResult, TokenUsage
     from awaken_stdio.contract.lifecycle import TerminationReason
-    from awaken_stdio.contract.messages import Message
+    from awaken_stdio.contract.messages import (
+        AudioBlock,
+        ContentBlock,
+        ImageBlock,
+        Message,
+        ResourceBlock,
+        ResourceLinkBlock,
+        TextBlock,
+    )
     from awaken_stdio.contract.preview import FileChange, ToolPreview
     from awaken_stdio.contract.profile import ProfileAccess, ProfileKey, StateScope
     from awaken_stdio.contract.state import MutationBatch, PersistedState, Snapshot, StateCommand, StateKey, StateMap

@@ -25,6 +25,8 @@ def test_the_public_api_lists_every_name_a_user_needs() -> None:
         "LlmExecutor", "InferenceRequest", "StreamResult", "ScriptedModel", "FunctionModel",
         # tools
         "tool", "Tool", "ToolDescriptor", "ToolCallContext", "ToolOutput", "ToolResult", "ToolPreview", "FileChange",
+        # what tools return beside text
+        "ContentBlock", "TextBlock", "ImageBlock", "AudioBlock", "ResourceBlock", "ResourceLinkBlock",
         # plugins and state
         "Plugin", "PluginRegistrar", "Phase", "PhaseContext", "Block", "Suspend", "SetResult", "StateKey", "StateMap",
         "Snapshot", "MutationBatch", "StateCommand", "PersistedState", "StateStore", "ProfileKey", "ProfileAccess",
