@@ -8,6 +8,7 @@ is printed once, complete, without colour.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,12 +178,16 @@ class View:
         known = self._calls.setdefault(
             call.get("toolCallId", ""), _Call(call.get("title") or "a tool call", call.get("kind", "other"))
         )
+        shown = False
         for item in call.get("content") or []:
             if item.get("type") == "diff":
                 self.diff(item)
-                known.diff_shown = True
+                known.diff_shown = shown = True
             elif item.get("type") == "content":
                 self.console.print(Markdown(item.get("content", {}).get("text", ""), code_theme=_CODE_THEME))
+        arguments = call.get("rawInput")
+        if not shown and isinstance(arguments, dict) and arguments:  # a diff says it all; a bare title does not
+            self.console.print(Text("\n".join(_argument(k, v) for k, v in arguments.items()), style="dim"))
         return call.get("title") or known.title
 
     def _plan(self, entries: list[dict[str, Any]]) -> None:
@@ -192,6 +197,12 @@ class View:
             lines.append(f"\n  {mark} ", style=style)
             lines.append_text(Text.from_markup(_inline_code(entry.get("content", "")), style=style))
         self.console.print(lines)
+
+
+def _argument(name: str, value: Any, width: int = 200) -> str:
+    """One argument of a call being asked about, as JSON, shortened past ``width`` characters."""
+    text = json.dumps(value, ensure_ascii=False)
+    return f"  {name}: {text if len(text) <= width else text[: width - 1] + '…'}"
 
 
 def _inline_code(text: str) -> str:

@@ -59,6 +59,28 @@ def test_the_whole_tour_then_five_more_messages_without_a_traceback(terminal) ->
     term.type(CTRL_D)
     assert term.exit_code() == 0
     assert_no_traceback(term)
+    assert not root.exists()  # the tour's copy of its project goes when the chat does
+
+
+def test_a_custom_tools_question_shows_its_arguments(terminal, tmp_path: Path) -> None:
+    (tmp_path / "shout_tools.py").write_text(
+        "from awaken_stdio import tool\n\n@tool\ndef shout(text: str, times: int = 1) -> str:\n"
+        '    """Shout the text."""\n    return text.upper() * times\n'
+    )
+    call = {"name": "shout", "arguments": {"text": "hello there", "times": 2}}
+    (tmp_path / "script.json").write_text(json.dumps({"turns": [{"tool_calls": [call]}, {"text": "Shouted."}]}))
+    (tmp_path / "config.toml").write_text(
+        '[tools]\nmodules = ["shout_tools"]\n\n[models.m]\nprovider = "scripted"\nscript = "script.json"\n\n'
+        '[agents.a]\nmodel = "m"\n'
+    )
+    term = terminal("--config", str(tmp_path / "config.toml"), "--store", "memory://")
+    send(term, "shout")
+    shown = term.expect(r"Allow shout\? \[y\]es / \[a\]lways / \[n\]o:")
+    assert '  text: "hello there"\n  times: 2\nAllow shout?' in shown
+    term.line("y")
+    assert "Shouted." in term.expect(PROMPT)
+    term.type(CTRL_D)
+    assert term.exit_code() == 0
 
 
 def test_ctrl_c_at_the_question_refuses_it_and_the_chat_goes_on(terminal) -> None:
