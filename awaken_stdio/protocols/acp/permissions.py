@@ -4,30 +4,36 @@ The request shows what approving would do (the call's preview: ACP ``diff`` cont
 it runs), and says so when the call is asked again because a crash left its earlier attempt's outcome unknown. The
 answer becomes a runtime decision (``ToolCallResume``); remembering "always" is the permission plugin's job
 (its ``on_decision`` hook sees the policy in the decision), so nothing here stores anything. A ``cancelled``
-outcome, or an answer we cannot read, is ``None``: the caller cancels the turn.
+outcome is ``None``: the caller cancels the turn. An error answer (an editor without the dialog answers -32601) or
+one that is not a valid choice raises :class:`Unanswered`: nobody decided, so the run must stay waiting.
+
+A call whose earlier attempt's outcome is unknown (a crash interrupted it) is not a plain allow/reject question:
+the person says whether it runs again or is recorded as already done, or skips it.
 """
 
 from __future__ import annotations
 
-import logging
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from awaken_stdio.contract.preview import ToolPreview
+from awaken_stdio.contract.preview import ToolPreview, bind
 from awaken_stdio.contract.stores import WaitingTicket
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.contract.tools import ToolDescriptor
 from awaken_stdio.protocols.acp.encoder import preview_fields, tool_call
-from awaken_stdio.protocols.jsonrpc import JsonRpcPeer
+from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
 
-__all__ = ["Question", "ask_permission", "permission_options"]
-
-log = logging.getLogger(__name__)
+__all__ = ["Question", "Unanswered", "ask_permission", "permission_options"]
 
 _COMMAND_TOOL = "run_command"
 _UNKNOWN_TITLE = " (run again? the earlier attempt's outcome is unknown)"
 _UNKNOWN_TEXT = "The earlier attempt was interrupted; its outcome is unknown."
+_REJECTED = "rejected by the user"
+
+
+class Unanswered(Exception):
+    """The editor could not put the question to its person: it answered with an error, or with no valid choice."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +77,18 @@ def _program(args: Any) -> str | None:
     return words[0] if words else None
 
 
-def permission_options(tool_name: str, args: Any) -> list[dict[str, str]]:
-    """The four choices; for commands the "always" ones name the program they remember (``git *``)."""
+def permission_options(tool_name: str, args: Any, *, unknown: bool = False) -> list[dict[str, str]]:
+    """The four choices; for commands the "always" ones name the program they remember (``git *``).
+
+    An ``unknown`` call (its earlier attempt's outcome is unknown) gets three: run it again, record it as done, skip
+    it. No "always" there: remembering an answer to "did it already run?" would answer it for calls nobody saw.
+    """
+    if unknown:
+        return [
+            {"optionId": "rerun", "name": "Run it again", "kind": "allow_once"},
+            {"optionId": "done", "name": "It already ran: record as done", "kind": "allow_once"},
+            {"optionId": "reject_once", "name": "Skip it", "kind": "reject_once"},
+        ]
     scope = "this tool"
     if tool_name == _COMMAND_TOOL and (program := _program(args)):
         scope = f"`{program}` commands"
@@ -84,32 +100,41 @@ def permission_options(tool_name: str, args: Any) -> list[dict[str, str]]:
     ]
 
 
-def _decision(answer: Any) -> ToolCallResume | None:
+def _decision(answer: Any, options: list[dict[str, str]]) -> ToolCallResume | None:
+    """The decision an answer chose among ``options``; ``None`` when the person cancelled."""
     outcome = answer.get("outcome") if isinstance(answer, dict) else None
-    if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+    if isinstance(outcome, dict) and outcome.get("outcome") == "cancelled":
         return None
-    match outcome.get("optionId"):
+    chosen = outcome.get("optionId") if isinstance(outcome, dict) and outcome.get("outcome") == "selected" else None
+    if chosen not in {o["optionId"] for o in options}:
+        raise Unanswered(f"its answer {str(answer)[:200]!r} chose none of the options offered")
+    match chosen:
         case "allow_once":
             return ToolCallResume.approve()
         case "allow_always":
             return ToolCallResume.approve(always=True)
-        case "reject_once":
-            return ToolCallResume.reject("rejected by the user")
+        case "rerun" | "done":
+            return ToolCallResume.approve(unknown=chosen)
         case "reject_always":
-            return ToolCallResume.reject("rejected by the user", always=True)
-        case other:
-            log.warning("unknown permission option %r: treating the answer as cancelled", other)
-            return None
+            return ToolCallResume.reject(_REJECTED, always=True)
+        case _:
+            return ToolCallResume.reject(_REJECTED)
 
 
 async def ask_permission(
     peer: JsonRpcPeer, session_id: str, question: Question, descriptor: ToolDescriptor | None
 ) -> ToolCallResume | None:
-    """Ask the client; the decision, or ``None`` when the person cancelled (the turn is then cancelled)."""
-    options = permission_options(question.tool_name, question.arguments)
-    answer = await peer.request(
-        "session/request_permission",
-        {"sessionId": session_id, "toolCall": question.tool_call(descriptor), "options": options},
-        cancel_method="$/cancel_request",  # a question withdrawn (decided elsewhere) is withdrawn in the editor too
-    )
-    return _decision(answer)
+    """Ask the client; the decision, or ``None`` when the person cancelled (the turn is then cancelled).
+
+    Raises :class:`Unanswered` when the editor answered with an error or with no valid choice."""
+    options = permission_options(question.tool_name, question.arguments, unknown=question.unknown is not None)
+    try:
+        answer = await peer.request(
+            "session/request_permission",
+            {"sessionId": session_id, "toolCall": question.tool_call(descriptor), "options": options},
+            cancel_method="$/cancel_request",  # a question withdrawn (decided elsewhere) is withdrawn in the editor too
+        )
+    except JsonRpcError as exc:
+        raise Unanswered(f"it answered error {exc.code}: {exc.message}") from exc
+    decision = _decision(answer, options)
+    return bind(decision, question.preview) if decision is not None else None  # approved on what was shown

@@ -142,7 +142,8 @@ class WireLog:
 
 
 class TestClient:
-    """The SDK client: records, answers permissions from ``answers`` (option ids or "cancelled")."""
+    """The SDK client: records, answers permissions from ``answers`` (kinds, ``name:X``, ``id:X``, "cancelled", or
+    "error": -32601 as an editor without the dialog answers)."""
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = workspace
@@ -167,6 +168,10 @@ class TestClient:
         answer = self.answers.pop(0) if self.answers else "allow_once"
         if answer == "cancelled":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if answer == "error":  # an editor without the dialog
+            raise RequestError.method_not_found("session/request_permission")
+        if answer.startswith("id:"):  # whatever option id, offered or not
+            return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=answer[3:]))
         option = next(o for o in options if o.kind == answer or f"name:{o.name}" == answer)  # a kind, or name:X
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option.option_id))
 
