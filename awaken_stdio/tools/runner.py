@@ -19,7 +19,15 @@ import anyio.to_thread
 
 from awaken_stdio.tools._processes import open_session_process, release_session, signal_group
 
-__all__ = ["LocalProcessRunner", "OutputCallback", "ProcessResult", "ProcessRunner", "default_shell"]
+__all__ = [
+    "TERMINAL_ACTIVITY",
+    "LocalProcessRunner",
+    "OutputCallback",
+    "ProcessResult",
+    "ProcessRunner",
+    "TerminalCallback",
+    "default_shell",
+]
 
 # After the shell exits, background jobs it started may hold the output pipe open for ever: read this long, then stop.
 _DRAIN_S = 0.3
@@ -28,6 +36,8 @@ _DRAIN_S = 0.3
 # -- processes -------------------------------------------------------------------------------------------------
 
 OutputCallback = Callable[[str], Awaitable[None]]
+TerminalCallback = Callable[[str], Awaitable[None]]  # given a client terminal's id as soon as it exists
+TERMINAL_ACTIVITY = "terminal"  # the tool call activity naming the client terminal it runs in: ``{"terminal_id": ...}``
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +62,8 @@ class ProcessRunner(Protocol):
 
     An implementation streams output to ``on_output`` as it comes, keeps at most ``output_limit`` characters (the
     end, as ACP ``terminal/output`` does), and on timeout or cancellation stops the command and everything it
-    started before returning or re-raising. ``env`` adds variables to the agent's environment.
+    started before returning or re-raising. ``env`` adds variables to the agent's environment. One that runs the
+    command in a client's terminal names it to ``on_terminal`` first, while the client can still show it.
     """
 
     async def run(
@@ -64,6 +75,7 @@ class ProcessRunner(Protocol):
         output_limit: int,
         env: Mapping[str, str] | None = None,
         on_output: OutputCallback | None = None,
+        on_terminal: TerminalCallback | None = None,
     ) -> ProcessResult: ...
 
 
@@ -94,6 +106,7 @@ class LocalProcessRunner(ProcessRunner):
         output_limit: int,
         env: Mapping[str, str] | None = None,
         on_output: OutputCallback | None = None,
+        on_terminal: TerminalCallback | None = None,  # no client terminal here
     ) -> ProcessResult:
         if self._shell is None:
             self._shell = await default_shell()

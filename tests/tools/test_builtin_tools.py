@@ -29,7 +29,7 @@ from awaken_stdio.tools.builtin.command import COMMAND_MAX_OUTPUT_CHARS
 from awaken_stdio.tools.builtin.files import LIST_MAX_ENTRIES, READ_MAX_CHARS, READ_MAX_LINE_CHARS
 from awaken_stdio.tools.builtin.search import FIND_MAX_RESULTS, SEARCH_MAX_LINE_CHARS, SEARCH_MAX_MATCHES
 from awaken_stdio.tools.local_fs import DirEntry, LocalFileSystem, TextWindow
-from awaken_stdio.tools.runner import OutputCallback, ProcessResult
+from awaken_stdio.tools.runner import OutputCallback, ProcessResult, TerminalCallback
 from awaken_stdio.tools.workspace import ADDITIONAL_DIRECTORIES, FILE_SYSTEM, PROCESS_RUNNER
 
 pytestmark = pytest.mark.anyio
@@ -407,6 +407,7 @@ class FakeRunner:
         output_limit: int,
         env: Mapping[str, str] | None = None,
         on_output: OutputCallback | None = None,
+        on_terminal: TerminalCallback | None = None,
     ) -> ProcessResult:
         self.calls.append({"command": command, "cwd": cwd, "timeout_s": timeout_s, "env": env})
         return ProcessResult(exit_code=0, output="from the editor\n", terminal_id="term-1")

@@ -19,7 +19,7 @@ from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.protocols.acp.codes import RESOURCE_NOT_FOUND
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
 from awaken_stdio.tools.local_fs import LocalFileSystem, TextWindow
-from awaken_stdio.tools.runner import OutputCallback, ProcessResult, ProcessRunner, default_shell
+from awaken_stdio.tools.runner import OutputCallback, ProcessResult, ProcessRunner, TerminalCallback, default_shell
 
 __all__ = ["AcpFileSystem", "AcpProcessRunner"]
 
@@ -70,10 +70,12 @@ class AcpFileSystem(LocalFileSystem):
 
 
 class AcpProcessRunner(ProcessRunner):
-    """Runs a command in a client terminal: create, wait (bounded), kill on timeout, read the output, release.
+    """Runs a command in a client terminal: create, embed it (``on_terminal``), wait (bounded), kill on timeout, read
+    the output, release.
 
     The terminal is always released, even when the call is cancelled; a cancelled or timed-out command is killed
-    first. Output is not streamed to ``on_output``: the client shows the terminal itself.
+    first. Output is not streamed to ``on_output``: the client shows the terminal itself, which it can only once the
+    terminal is embedded in the tool call, before ``terminal/release`` (the ACP schema's order).
     """
 
     def __init__(self, peer: JsonRpcPeer, session_id: str) -> None:
@@ -93,6 +95,7 @@ class AcpProcessRunner(ProcessRunner):
         output_limit: int,
         env: Mapping[str, str] | None = None,
         on_output: OutputCallback | None = None,
+        on_terminal: TerminalCallback | None = None,
     ) -> ProcessResult:
         if self._shell is None:
             self._shell = await default_shell()
@@ -110,6 +113,8 @@ class AcpProcessRunner(ProcessRunner):
         terminal_id = created["terminalId"]
         exited: dict[str, Any] | None = None
         try:
+            if on_terminal is not None:
+                await on_terminal(terminal_id)
             with anyio.move_on_after(timeout_s):
                 exited = await self._call("terminal/wait_for_exit", terminalId=terminal_id)
             if exited is None:

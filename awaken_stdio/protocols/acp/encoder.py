@@ -28,6 +28,7 @@ from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import ContentBlock, Message
 from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import ToolDescriptor, ToolResult, infer_tool_kind
+from awaken_stdio.tools.runner import TERMINAL_ACTIVITY
 
 __all__ = ["DescriptorLookup", "TurnEncoder", "preview_fields", "replay", "stop_reason", "tool_call", "tool_title"]
 
@@ -202,9 +203,16 @@ class TurnEncoder:
             return self._resumed(event)
         if kind is ActivitySnapshot:
             assert isinstance(event, ActivitySnapshot)
-            if event.message_id in self._calls:
-                return [{"sessionUpdate": "tool_call_update", "toolCallId": event.message_id, "status": "in_progress"}]
-            return []
+            if event.message_id not in self._calls:
+                return []
+            update: dict[str, Any] = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": event.message_id,
+                "status": "in_progress",
+            }
+            if event.activity_type == TERMINAL_ACTIVITY:  # embedded while it runs: the editor shows its output
+                update["content"] = [{"type": "terminal", "terminalId": event.content["terminal_id"]}]
+            return [update]
         if kind is InferenceComplete:
             assert isinstance(event, InferenceComplete)
             if event.usage is None:

@@ -3,7 +3,8 @@
 Output streams to the client as it comes (``ctx.stream_output``); the model gets the end of it (at most
 ``COMMAND_MAX_OUTPUT_CHARS``) and the exit code. A timeout or a cancellation stops the command and everything it
 started (the runner's job), then fails the call. ``data["terminal_id"]`` names the client's terminal when the
-runner is an ACP one (for terminal content), also in the data of a timeout error.
+runner is an ACP one (for terminal content), also in the data of a timeout error; the terminal is reported as soon
+as it exists (``ctx.report_activity("terminal", ...)``), so the client embeds it in the call while it still runs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import CancelToken, ToolCallContext, ToolResult
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool
-from awaken_stdio.tools.runner import ProcessResult, ProcessRunner
+from awaken_stdio.tools.runner import TERMINAL_ACTIVITY, ProcessResult, ProcessRunner
 from awaken_stdio.tools.workspace import get_process_runner, get_workspace
 
 __all__ = [
@@ -99,6 +100,7 @@ async def _run_unless_cancelled(
             output_limit=COMMAND_MAX_OUTPUT_CHARS,
             env=COMMAND_ENV,
             on_output=ctx.stream_output,
+            on_terminal=lambda terminal_id: ctx.report_activity(TERMINAL_ACTIVITY, {"terminal_id": terminal_id}),
         )
         tg.cancel_scope.cancel()
     return result
