@@ -14,8 +14,8 @@ class Begins:
     @classmethod
     async def on(cls, store: Any) -> Begins:
         begins = cls()
-        for db in (store._writer, store._reader):  # aiosqlite's thread owns the sqlite3 connection, ``_conn``
-            await db._execute(db._conn.set_trace_callback, begins._trace)
+        for db in (store._writer, store._reader):  # each on its own thread (``sqlite_thread.ConnectionThread``)
+            await db.call(lambda conn: conn.set_trace_callback(begins._trace))
         return begins
 
     def _trace(self, sql: str) -> None:

@@ -49,7 +49,7 @@ def test_unknown_attribute_raises() -> None:
 
 
 def test_package_import_loads_nothing_heavy() -> None:
-    heavy = ("pydantic", "anyio", "aiosqlite", "mcp", "acp")
+    heavy = ("pydantic", "anyio", "sqlite3", "mcp", "acp")
     code = f"import sys, awaken_stdio; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

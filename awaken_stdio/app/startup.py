@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 # None of these may be loaded when a first answer is given (a test checks the servers' debug log line).
-HEAVY_MODULES = ("pydantic", "awaken_stdio.app.config", "aiosqlite", "asyncpg", "mcp", "openai", "anthropic")
+HEAVY_MODULES = ("pydantic", "awaken_stdio.app.config", "sqlite3", "asyncpg", "mcp", "openai", "anthropic")
 _EVENT_LOOP = ("asyncio", "anyio")
 _KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 

@@ -3,7 +3,7 @@
 ``memory://`` (this process only), ``file:///abs/dir`` (JSON files), ``sqlite:///abs/path.db`` (the default; the
 SQLAlchemy spelling ``sqlite:////abs/path.db`` names the same file) and ``postgresql://user:pw@host:port/db``
 (``postgres://`` too). Each backend module is imported only when its URL is opened: asyncpg never loads for SQLite,
-aiosqlite never for memory.
+sqlite3 never for memory.
 
 ``open_store(url)`` is both awaitable and an async context manager::
 

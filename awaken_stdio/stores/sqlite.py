@@ -1,23 +1,24 @@
 """``sqlite:///path.db``, the default store: one file that several awaken-stdio processes share.
 
-Two aiosqlite connections: a writer and a reader, each behind an ``anyio.Lock`` held for a whole transaction
-(aiosqlite serialises statements, not transactions). A transaction runs whole and synchronously: on the event loop's
-own thread when it is short and finds no lock held elsewhere, otherwise on its connection's thread, in one hop
-(``sqlite_tx``: why and within which bounds). The shared async store logic runs there unchanged because its
-statements never suspend (``_base.drive``). A cancelled caller waits until its transaction has committed or rolled
-back completely. Writes run in ``BEGIN IMMEDIATE``, so a transaction takes the write lock before it reads and cannot
-fail half-way on a lock upgrade. WAL lets readers run beside the writer (of this process and of others);
-``synchronous=NORMAL`` keeps every committed transaction across a killed process (the WAL is in the OS cache) and
-can lose only the last ones on power loss, never consistency. Contention with other processes first waits in
-SQLite's busy handler (``busy_timeout``, on the connection's thread), then the whole transaction is retried with
-backoff (``retry.py``); only when both give up does a caller see ``StoreUnavailable``, never "database is locked".
+Three connections, each on a thread of its own (``sqlite_thread``): a writer, a reader and a checkpointer. No
+statement runs on the event loop's thread, so neither another process holding the write lock nor a slow or frozen
+file system ever stops the loop: only the writes (or reads) waiting for them wait. A transaction runs whole and
+synchronously on its connection's thread (the shared async store logic runs there unchanged: its statements never
+suspend, ``_base.drive``); writes queued while the writer was busy commit together, each in a savepoint of its own
+(``sqlite_tx.run_batch``), which is what keeps many runs writing at once fast. A caller cancelled before its
+transaction started withdraws it; once started, a writer waits until it has committed or rolled back completely.
+Writes run in ``BEGIN IMMEDIATE``, so a transaction takes the write lock before it reads and cannot fail half-way on
+a lock upgrade. WAL lets readers run beside the writer (of this process and of others); ``synchronous=NORMAL`` keeps
+every committed transaction across a killed process (the WAL is in the OS cache) and can lose only the last ones on
+power loss, never consistency. Contention with other processes first waits in SQLite's busy handler
+(``busy_timeout``, on the connection's thread), then the whole transaction is retried with backoff (``retry.py``);
+only when both give up does a caller see ``StoreUnavailable``, never "database is locked".
 
-Copying the WAL back into the database (a checkpoint, two fsyncs) is kept off the writer's path: a third connection
-checkpoints (``PASSIVE``: it never blocks a writer or a reader) every ``CHECKPOINT_EVERY`` write transactions, on its
-own thread, while the writer goes on. Under sustained writing the WAL cannot restart by itself, so past
-``WAL_BACKSTOP_PAGES`` the checkpointer truncates it with the write lock held. The write after a checkpoint that
-copied everything back restarts the WAL and syncs its new header: it runs on the writer's thread, not on the loop.
-The writer checkpoints itself only past twice ``WAL_BACKSTOP_PAGES``, where no process's checkpointer ran.
+Copying the WAL back into the database (a checkpoint, two fsyncs) is kept off the writer's path: the checkpointer
+copies (``PASSIVE``: it never blocks a writer or a reader) every ``CHECKPOINT_EVERY`` write transactions while the
+writer goes on. Under sustained writing the WAL cannot restart by itself, so past ``WAL_BACKSTOP_PAGES`` the writer's
+thread truncates it between two writes. The writer checkpoints itself only past twice ``WAL_BACKSTOP_PAGES``, where no
+process's checkpointer ran.
 
 The file is created here with mode 0600 (SQLite gives its -wal/-shm files the same mode). An existing file is first
 identified on a read-only connection (``mode=ro``): one that is not an awaken-stdio database (a text file, someone
@@ -38,19 +39,20 @@ import os
 import shlex
 import sqlite3
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
-import aiosqlite
 import anyio
 
 from awaken_stdio.contract.errors import StoreError, StoreUnavailable
 from awaken_stdio.stores._base import drive
 from awaken_stdio.stores._codec import dumps
-from awaken_stdio.stores._sql import THREAD_COLUMNS, Queries, SqlStore
+from awaken_stdio.stores._sql import THREAD_COLUMNS, Queries, SqlStore, Tx
 from awaken_stdio.stores.migrations import identify, migrate
 from awaken_stdio.stores.retry import RetryPolicy, retrying
-from awaken_stdio.stores.sqlite_tx import Fn, NotInline, SqliteTx, Streak, run_inline, run_waiting, transient
+from awaken_stdio.stores.sqlite_thread import ConnectionThread
+from awaken_stdio.stores.sqlite_tx import IMMEDIATE, Fn, SqliteTx, transient
 
 __all__ = ["QUERIES", "SqliteStore"]
 
@@ -210,20 +212,30 @@ def _identify(path: str) -> None:
         raise _damaged(path, "PRAGMA quick_check: " + "; ".join(problems[:3]))
 
 
-async def _connect(path: str, *pragmas: str) -> aiosqlite.Connection:
-    """A connection whose setup waits ``BUSY_TIMEOUT_MS`` for other processes' locks (the switch to WAL needs one);
-    then a busy timeout of 0: its transactions run first on the event loop, which must not wait for a lock, and
-    wait on the connection's thread only (``sqlite_tx``)."""
-    db = await aiosqlite.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+def _connect(path: str, *pragmas: str) -> sqlite3.Connection:
+    """A connection whose every wait for another process's lock is SQLite's busy handler, on its own thread."""
+    db = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         for pragma in (f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}", "PRAGMA foreign_keys = ON", *pragmas):
-            await db.execute(pragma)
-        await db.execute("PRAGMA busy_timeout = 0")
+            db.execute(pragma)
     except BaseException:
-        with anyio.CancelScope(shield=True):
-            await db.close()
+        db.close()
         raise
     return db
+
+
+async def _pragma(tx: Tx, pragma: str) -> Sequence[Any] | None:
+    return await tx.fetchone(pragma)
+
+
+async def _truncate(tx: Tx) -> Sequence[Any] | None:
+    """``TRUNCATE`` on the writer's connection (so no write of ours runs meanwhile), giving up at once when another
+    process reads an older snapshot, instead of waiting for it."""
+    await tx.execute("PRAGMA busy_timeout = 0")
+    try:
+        return await tx.fetchone("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        await tx.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
 class SqliteStore(SqlStore):
@@ -231,31 +243,24 @@ class SqliteStore(SqlStore):
     dialect = "sqlite"
 
     def __init__(
-        self,
-        url: str,
-        path: str,
-        writer: aiosqlite.Connection,
-        reader: aiosqlite.Connection,
-        checkpointer: aiosqlite.Connection,
+        self, url: str, path: str, writer: ConnectionThread, reader: ConnectionThread, checkpointer: ConnectionThread
     ) -> None:
         self.url, self.path = url, path
         self._writer, self._reader, self._checkpointer = writer, reader, checkpointer
-        # fast_acquire: an uncontended lock is taken without yielding to the event loop first (a whole loop
-        # iteration per transaction otherwise).
-        self._wlock, self._rlock = anyio.Lock(fast_acquire=True), anyio.Lock(fast_acquire=True)
-        self._streak = Streak()
         self._writes = 0
         self._checkpointing: asyncio.Task[None] | None = None
-        self._wal_restarts = False  # our checkpointer copied it all back: the next write syncs the WAL's new header
 
     @classmethod
     async def open(cls, url: str, path: str) -> SqliteStore:
         await anyio.to_thread.run_sync(_prepare_file, path)
-        connections: list[aiosqlite.Connection] = []
+        writer, reader = ConnectionThread("sqlite-writer"), ConnectionThread("sqlite-reader", cancelled_waits=False)
+        checkpointer = ConnectionThread("sqlite-checkpointer")
+        threads = [writer, reader, checkpointer]
         try:
             try:
-                connections.append(
-                    await _connect(
+                await writer.open(
+                    partial(
+                        _connect,
                         path,
                         "PRAGMA journal_mode = WAL",
                         "PRAGMA synchronous = NORMAL",
@@ -265,27 +270,25 @@ class SqliteStore(SqlStore):
                         f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}",
                     )
                 )
-                connections.append(await _connect(path, "PRAGMA query_only = ON"))
-                connections.append(await _connect(path, "PRAGMA synchronous = NORMAL"))
+                await reader.open(partial(_connect, path, "PRAGMA query_only = ON"))
+                await checkpointer.open(partial(_connect, path, "PRAGMA synchronous = NORMAL"))
             except sqlite3.Error as exc:
                 raise _translate(exc, path) from exc
-            store = cls(url, path, *connections)
+            store = cls(url, path, writer, reader, checkpointer)
             store.schema_version = await store._write(lambda tx: migrate(tx, QUERIES, "sqlite", path))
         except BaseException:
             with anyio.CancelScope(shield=True):
-                for db in connections:
-                    await db.close()
+                for thread in threads:
+                    await thread.close()
             raise
         return store
 
     async def _close(self) -> None:
         with anyio.CancelScope(shield=True):
-            if self._checkpointing is not None:  # closed: no write starts another; it may want the write lock
+            if self._checkpointing is not None:  # closed: no write starts another
                 await asyncio.wait({self._checkpointing})
-            async with self._wlock, self._rlock:
-                await self._checkpointer.close()
-                await self._reader.close()
-                await self._writer.close()
+            for thread in (self._checkpointer, self._reader, self._writer):
+                await thread.close()
 
     def _wrote(self) -> None:
         """Count a committed write; every ``CHECKPOINT_EVERY`` start a background checkpoint unless one runs. An
@@ -297,17 +300,11 @@ class SqliteStore(SqlStore):
     async def _checkpoint(self) -> None:
         """Copy the WAL back (``PASSIVE``: beside the writer and the readers). Under sustained writing the WAL never
         restarts by itself (the writer has always appended past the copy by the time it ends), so past
-        ``WAL_BACKSTOP_PAGES`` the rest is copied with the write lock held and the WAL truncated (``TRUNCATE``,
-        which gives up at once if another process reads an older snapshot: the next checkpoint tries again)."""
+        ``WAL_BACKSTOP_PAGES`` the rest is copied by the writer's thread and the WAL truncated (``_truncate``)."""
         try:
-            ((busy, pages, copied),) = await self._checkpointer.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")
-            if pages >= WAL_BACKSTOP_PAGES:
-                async with self._wlock:
-                    ((busy, pages, copied),) = await self._checkpointer.execute_fetchall(
-                        "PRAGMA wal_checkpoint(TRUNCATE)"
-                    )
-            # All copied back: the next write restarts the WAL, and syncs its new header (an fsync) doing so.
-            self._wal_restarts = not busy and pages == copied
+            row = await self._checkpointer.run(None, partial(_pragma, pragma="PRAGMA wal_checkpoint(PASSIVE)"))
+            if row is not None and row[1] >= WAL_BACKSTOP_PAGES:
+                await self._writer.run(None, _truncate)
         except Exception as exc:  # another process's checkpoint, a full disk: the next one tries again
             log.debug("background checkpoint of %s: %s", self.path, exc)
         finally:
@@ -319,39 +316,15 @@ class SqliteStore(SqlStore):
         except sqlite3.Error as exc:
             raise _translate(exc, self.path) from exc
 
-    async def _transaction(self, db: aiosqlite.Connection, begin: str | None, fn: Fn[T], *, inline: bool = True) -> T:
-        # aiosqlite has no public way to reach its connection or to run a function on its thread: this is the one
-        # place that uses its ``_conn`` and ``_execute``.
-        if inline:
-            if self._streak.due():
-                await anyio.lowlevel.checkpoint()
-            try:
-                return run_inline(db._conn, begin, fn)
-            except NotInline:
-                pass
-            except sqlite3.Error as exc:
-                raise _translate(exc, self.path) from exc
-
-        # Shielded: a cancelled caller still waits (for milliseconds, at most the busy timeout) until its
-        # transaction has committed or rolled back, so what it reads next is final.
-        async def once() -> T:  # pyright: ignore[reportReturnType]  # a shielded scope with no deadline swallows nothing
-            with anyio.CancelScope(shield=True):
-                return await db._execute(run_waiting, db._conn, begin, fn, BUSY_TIMEOUT_MS)
-
-        return await self._guarded(once)
-
     async def _write(self, fn: Fn[T]) -> T:
         self._check_open()
-        async with self._wlock:
-            inline, self._wal_restarts = not self._wal_restarts, False  # a header sync is an fsync: not inline
-            result = await self._transaction(self._writer, "BEGIN IMMEDIATE", fn, inline=inline)
+        result = await self._guarded(lambda: self._writer.run(IMMEDIATE, fn))
         self._wrote()
         return result
 
     async def _read(self, fn: Fn[T], *, snapshot: bool = False) -> T:
         self._check_open()
-        async with self._rlock:
-            return await self._transaction(self._reader, "BEGIN" if snapshot else None, fn)
+        return await self._guarded(lambda: self._reader.run("BEGIN" if snapshot else None, fn))
 
     def _list_param(self, values: list[str] | None) -> Any:
         return dumps(values) if values is not None else None

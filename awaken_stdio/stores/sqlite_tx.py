@@ -1,127 +1,63 @@
-"""Where an SQLite transaction runs: on the event loop's own thread when it is short, on its connection's thread
-when it may wait or take long.
+"""How SQLite transactions run on a connection's own thread: one at a time, or several writes committed together.
 
-A hop to aiosqlite's thread costs two thread wake-ups, 60-100 µs on a loaded two-core machine: more than most of
-this store's transactions take to run (a checkpoint of a ten-step run, 150 µs; an approval's claim, 60 µs). So a
-transaction is first tried where the caller is (``run_inline``), within bounds that keep the event loop serving:
-
-- it never waits for a lock: the connections' busy timeout is 0, and a lock held by another process sends the
-  transaction to the thread (``run_waiting``), where SQLite's busy handler and the store's retries wait as before;
-- it gets a budget: ``INLINE_INSTRUCTIONS`` SQLite VM instructions (a progress handler interrupts it past them),
-  ``INLINE_ROWS`` rows read (they are decoded where they are read) and ``INLINE_BYTES`` of text written or read.
-  Past any, the transaction is rolled back whole and runs again on the thread, as a transaction that met a busy
-  lock is retried: only its statements ran;
-- consecutive inline transactions that never let the loop turn yield to it once they have held it ``STREAK_S``.
-
-Either way a transaction runs whole, synchronously, on one thread; nothing can interleave with it. The connection
-(opened with ``check_same_thread=False``) is used by one thread at a time: the store's per-connection lock is held
-across both kinds of run.
+A transaction is a function over a ``Tx`` (``Fn``), run whole and synchronously (``_base.drive``: the shared store
+logic never suspends). Write transactions queued while the writer was busy are committed together (group commit,
+``run_batch``): one ``BEGIN IMMEDIATE``, each function inside a savepoint of its own, one ``COMMIT``. A function that
+raises rolls back its savepoint only, so each caller gets its own outcome; none is told before the ``COMMIT`` that
+makes its write durable. When the group as a whole fails (its ``COMMIT``, or an error that ended the transaction),
+its functions run again one by one, each in its own transaction, as a busy retry would re-run them: only their
+statements ran, and every function of this store can run twice.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from awaken_stdio.stores._base import drive
 from awaken_stdio.stores._sql import Tx
 
-__all__ = ["Fn", "NotInline", "SqliteTx", "Streak", "run_inline", "run_transaction", "run_waiting", "transient"]
+__all__ = ["IMMEDIATE", "Fn", "SqliteTx", "Work", "run_batch", "run_transaction", "transient"]
 
 T = TypeVar("T")
 Fn = Callable[[Tx], Coroutine[Any, Any, T]]
-
-PROGRESS_EVERY = 500  # SQLite VM instructions between two looks at an inline transaction's budget
-INLINE_INSTRUCTIONS = 10_000  # ~1-3 ms of writing; this store's usual transactions count 100-2,000
-INLINE_ROWS = 500  # a long conversation's first load, a full listing: decoded on the thread instead
-INLINE_BYTES = 256 << 10  # text written or read: a large tool result costs few instructions but many pages
-STREAK_S = 0.005
-
-
-class NotInline(Exception):
-    """The transaction cannot run on the event loop (a lock held elsewhere, or past its budget) and was rolled back
-    whole: it runs on the connection's thread instead."""
+IMMEDIATE = "BEGIN IMMEDIATE"  # a write: takes the write lock first, so it never fails half-way on an upgrade
 
 
 class SqliteTx(Tx):
-    """Statements straight on the ``sqlite3`` connection, on whichever thread runs the transaction."""
+    """Statements straight on the ``sqlite3`` connection, on the thread that runs the transaction."""
 
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    async def fetchone(self, sql: str, *args: Any) -> Sequence[Any] | None:
-        return self._conn.execute(sql, args).fetchone()
-
-    async def fetchall(self, sql: str, *args: Any) -> list[Sequence[Any]]:
-        return self._conn.execute(sql, args).fetchall()
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        return self._conn.execute(sql, args).rowcount
-
-    async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        self._conn.executemany(sql, rows)
-
-    def ending(self) -> None:
-        """The transaction's statements are over; its COMMIT or ROLLBACK comes next."""
-
-
-class _InlineTx(SqliteTx):
-    """Statements within the budget: ``INLINE_INSTRUCTIONS`` in all (SQLite's progress handler counts them),
-    ``INLINE_ROWS`` rows per read, ``INLINE_BYTES`` of text. Past any, the attempt ends (``NotInline``)."""
-
-    __slots__ = ("bytes", "ticks")
+    __slots__ = ("conn",)
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        super().__init__(conn)
-        self.ticks = self.bytes = 0
-        conn.set_progress_handler(self._tick, PROGRESS_EVERY)
-
-    def _carry(self, values: Sequence[Any]) -> None:
-        self.bytes += sum([len(v) for v in values if type(v) is str])
-        if self.bytes > INLINE_BYTES:
-            raise NotInline(f"more than {INLINE_BYTES} bytes")
-
-    def _tick(self) -> bool:
-        self.ticks += 1
-        return self.spent  # true interrupts the statement
-
-    @property
-    def spent(self) -> bool:
-        return self.ticks * PROGRESS_EVERY > INLINE_INSTRUCTIONS
+        self.conn = conn
 
     async def fetchone(self, sql: str, *args: Any) -> Sequence[Any] | None:
-        row = self._conn.execute(sql, args).fetchone()
-        if row is not None:
-            self._carry(row)
-        return row
+        return self.conn.execute(sql, args).fetchone()
 
     async def fetchall(self, sql: str, *args: Any) -> list[Sequence[Any]]:
-        rows = self._conn.execute(sql, args).fetchmany(INLINE_ROWS + 1)
-        if len(rows) > INLINE_ROWS:
-            raise NotInline(f"more than {INLINE_ROWS} rows")
-        for row in rows:
-            self._carry(row)
-        return rows
+        return self.conn.execute(sql, args).fetchall()
 
     async def execute(self, sql: str, *args: Any) -> int:
-        self._carry(args)
-        return self._conn.execute(sql, args).rowcount
+        return self.conn.execute(sql, args).rowcount
 
     async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        for row in rows:
-            self._carry(row)
-        self._conn.executemany(sql, rows)
+        self.conn.executemany(sql, rows)
 
-    def ending(self) -> None:
-        # Unbudgeted: a ROLLBACK refused for want of budget would leave the transaction open, and a COMMIT must not
-        # be interrupted once it may have written (SQLite can look at the handler as a statement returns): it would
-        # be done a second time on the thread.
-        self._conn.set_progress_handler(None, 0)
+
+class Work:
+    """One transaction to run (``begin`` None: its statements in autocommit) and, once run, its outcome."""
+
+    __slots__ = ("begin", "error", "fn", "value")
+
+    def __init__(self, begin: str | None, fn: Fn[Any]) -> None:
+        self.begin, self.fn = begin, fn
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def settle(self, value: Any, error: BaseException | None) -> None:
+        self.value, self.error = value, error
 
 
 def transient(exc: BaseException) -> bool:
@@ -132,66 +68,75 @@ def transient(exc: BaseException) -> bool:
     )
 
 
-def run_transaction(conn: sqlite3.Connection, begin: str | None, fn: Fn[T], tx: SqliteTx | None = None) -> T:
-    """One whole transaction: ``begin``, ``fn``, then COMMIT, or ROLLBACK on any error (``begin`` None: ``fn``'s
-    statements in autocommit). A caller cancelled meanwhile leaves a transaction that is complete either way."""
-    tx = tx or SqliteTx(conn)
+def run_transaction(conn: sqlite3.Connection, begin: str | None, fn: Fn[T]) -> T:
+    """One whole transaction: ``begin``, ``fn``, then COMMIT, or ROLLBACK on any error."""
+    tx = SqliteTx(conn)
     if begin is None:
-        try:
-            return drive(fn(tx))
-        finally:
-            tx.ending()
+        return drive(fn(tx))
     try:
-        conn.execute(begin)  # inside: interrupted as it returns, a BEGIN leaves its transaction open
+        conn.execute(begin)
         result = drive(fn(tx))
-        tx.ending()
         conn.execute("COMMIT")
     except BaseException:
-        tx.ending()
         if conn.in_transaction:
             conn.rollback()
         raise
     return result
 
 
-def run_inline(conn: sqlite3.Connection, begin: str | None, fn: Fn[T]) -> T:
-    """The transaction on the calling thread, within its budget and without waiting for a lock; ``NotInline``
-    when it has to run on the connection's thread instead (it was rolled back). Other errors propagate."""
-    tx = _InlineTx(conn)
+def _run_alone(conn: sqlite3.Connection, work: Work) -> None:
     try:
-        return run_transaction(conn, begin, fn, tx)
-    except sqlite3.OperationalError as exc:
-        if tx.spent or transient(exc):
-            raise NotInline(str(exc)) from exc
-        raise
+        value = run_transaction(conn, work.begin, work.fn)
+    except Exception as exc:
+        work.settle(None, exc)
+    else:
+        work.settle(value, None)
 
 
-def run_waiting(conn: sqlite3.Connection, begin: str | None, fn: Fn[T], busy_timeout_ms: int) -> T:
-    """The transaction on the connection's thread, where it may wait ``busy_timeout_ms`` for another process's
-    lock (the connection's timeout is 0 otherwise, for inline runs)."""
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+def _run_group(conn: sqlite3.Connection, group: Sequence[Work]) -> None:
+    """Writes committed together: each in a savepoint, settled only once the COMMIT has made them durable."""
+    tx = SqliteTx(conn)
+    outcomes: list[tuple[Any, Exception | None]] = []
     try:
-        return run_transaction(conn, begin, fn)
-    finally:
-        conn.execute("PRAGMA busy_timeout = 0")
+        conn.execute(IMMEDIATE)
+    except sqlite3.Error as exc:  # the lock stayed busy, the disk refused: nobody's transaction ran
+        for work in group:
+            work.settle(None, exc)
+        return
+    try:
+        for work in group:
+            conn.execute("SAVEPOINT w")
+            try:
+                value = drive(work.fn(tx))
+            except Exception as exc:
+                if not conn.in_transaction:
+                    raise  # the error ended the whole transaction: the group's earlier writes went with it
+                conn.execute("ROLLBACK TO w")
+                outcomes.append((None, exc))
+            else:
+                outcomes.append((value, None))
+            conn.execute("RELEASE w")
+        conn.execute("COMMIT")
+    except Exception:
+        if conn.in_transaction:
+            conn.rollback()
+        for work in group:  # each on its own, for an outcome of its own
+            _run_alone(conn, work)
+        return
+    for work, (value, error) in zip(group, outcomes, strict=True):
+        work.settle(value, error)
 
 
-class Streak:
-    """Inline transactions the event loop has run without turning: past ``STREAK_S`` the next one yields first, so
-    a caller looping over the store (a recovery, a bulk import) cannot hold the loop however many it runs."""
-
-    __slots__ = ("_since",)
-
-    def __init__(self) -> None:
-        self._since: float | None = None
-
-    def due(self) -> bool:
-        now = time.perf_counter()
-        if self._since is None:
-            self._since = now
-            asyncio.get_running_loop().call_soon(self._turned)
-            return False
-        return now - self._since > STREAK_S
-
-    def _turned(self) -> None:
-        self._since = None
+def run_batch(conn: sqlite3.Connection, batch: Sequence[Work]) -> None:
+    """Run what was queued, in order: consecutive writes (``IMMEDIATE``) as one group, anything else alone."""
+    i = 0
+    while i < len(batch):
+        j = i
+        while j < len(batch) and batch[j].begin == IMMEDIATE:
+            j += 1
+        if j - i > 1:
+            _run_group(conn, batch[i:j])
+            i = j
+        else:
+            _run_alone(conn, batch[i])
+            i += 1

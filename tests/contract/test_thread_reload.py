@@ -77,8 +77,7 @@ async def test_loading_a_thread_begins_no_transaction(tmp_path: object) -> None:
     url = f"sqlite://{tmp_path}/awaken.db"
     async with open_store(url) as ours, open_store(url) as theirs:
         statements: list[str] = []
-        reader = ours._reader  # type: ignore[attr-defined]
-        await reader._execute(reader._conn.set_trace_callback, statements.append)
+        await ours._reader.call(lambda conn: conn.set_trace_callback(statements.append))  # type: ignore[attr-defined]
         assert await ours.load_thread("t") is None
         await append(theirs, 0, "a", "b")
         loaded = await ours.load_thread("t")  # not held yet: read whole

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def begins(store: Store) -> list[str]:
-    """The SQLite store's BEGIN statements from now on (both of its connections, on aiosqlite's threads)."""
+    """The SQLite store's BEGIN statements from now on (both of its connections, each on its own thread)."""
     seen: list[str] = []
 
     def trace(sql: str) -> None:
@@ -37,21 +37,20 @@ async def begins(store: Store) -> list[str]:
             seen.append(sql)
 
     for db in (store._writer, store._reader):  # type: ignore[attr-defined]
-        await db._execute(db._conn.set_trace_callback, trace)
+        await db.call(lambda conn: conn.set_trace_callback(trace))
     return seen
 
 
 def count_reads(store: Store) -> list[object]:
-    """Every transaction on the SQLite store's reader connection from now on, inline or on its thread."""
+    """Every transaction on the SQLite store's reader connection from now on."""
     seen: list[object] = []
-    transaction = store._transaction  # type: ignore[attr-defined]
+    read = store._read  # type: ignore[attr-defined]
 
-    async def counted(db: Any, begin: str | None, fn: Any, **kwargs: Any) -> Any:
-        if db is store._reader:  # type: ignore[attr-defined]
-            seen.append(fn)
-        return await transaction(db, begin, fn, **kwargs)
+    async def counted(fn: Any, **kwargs: Any) -> Any:
+        seen.append(fn)
+        return await read(fn, **kwargs)
 
-    store._transaction = counted  # type: ignore[attr-defined]
+    store._read = counted  # type: ignore[attr-defined]
     return seen
 
 
@@ -138,9 +137,11 @@ async def test_a_step_write_that_fails_fails_the_run_before_anything_changes(tmp
     """The store refuses the second step's messages (a real SQLite error, raised by a trigger): the run fails with
     it, and the tool that would change something, two steps later, never runs."""
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
-        await store._writer.execute(  # type: ignore[attr-defined]
-            "CREATE TEMP TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.seq >= 3 "
-            "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+        await store._writer.call(  # type: ignore[attr-defined]
+            lambda conn: conn.execute(
+                "CREATE TEMP TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.seq >= 3 "
+                "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+            )
         )
         writer = FnTool("write")
         turns = [turn(f"step {i}", call("read", {"i": i})) for i in range(3)]
@@ -177,9 +178,10 @@ async def test_a_run_id_is_looked_up_unless_it_was_made_just_now(tmp_path: Path)
         with pytest.raises(InvalidResume, match="already used"):
             await runtime.run(RunActivation([Message.user("go")], thread_id="t2", run_id="r1"))
         lookups: list[str] = []
-        await store._reader._execute(  # type: ignore[attr-defined]
-            store._reader._conn.set_trace_callback,  # type: ignore[attr-defined]
-            lambda sql: lookups.append(sql) if "FROM runs WHERE run_id" in sql else None,
+        await store._reader.call(  # type: ignore[attr-defined]
+            lambda conn: conn.set_trace_callback(
+                lambda sql: lookups.append(sql) if "FROM runs WHERE run_id" in sql else None
+            )
         )
         done = await runtime.run(
             RunActivation([Message.user("go")], thread_id="t3", run_id=new_id(), run_id_is_new=True)

@@ -109,11 +109,11 @@ def test_drivers_load_only_for_their_urls(tmp_path: Path) -> None:
     code = (
         "import sys, anyio\n"
         "import awaken_stdio.stores as s\n"
-        "assert 'aiosqlite' not in sys.modules and 'asyncpg' not in sys.modules\n"
+        "assert 'sqlite3' not in sys.modules and 'asyncpg' not in sys.modules\n"
         "async def main():\n"
         f"    async with s.open_store('sqlite://{tmp_path}/x.db'):\n"
         "        pass\n"
         "anyio.run(main)\n"
-        "assert 'aiosqlite' in sys.modules and 'asyncpg' not in sys.modules\n"
+        "assert 'sqlite3' in sys.modules and 'asyncpg' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONWARNINGS": "error"})

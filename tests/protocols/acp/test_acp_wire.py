@@ -90,7 +90,7 @@ async def test_stdout_carries_only_protocol_lines_bad_frames_are_answered_and_eo
     assert "DEBUG" in stderr  # logs went to stderr
     # initialize was answered before pydantic, the config models, any provider SDK, MCP client code or database
     # driver was imported
-    assert {"pydantic", "awaken_stdio.app.config", "aiosqlite", "mcp", "openai"} <= set(HEAVY_MODULES)
+    assert {"pydantic", "awaken_stdio.app.config", "sqlite3", "mcp", "openai"} <= set(HEAVY_MODULES)
     assert "answering initialize; heavy modules loaded: none" in stderr
 
 
