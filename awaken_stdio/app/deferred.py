@@ -81,7 +81,8 @@ class DeferredApp:
         return self._app
 
     def close(self) -> None:
-        """Close the app, leaving ``run``; if it was never wanted, ``run`` returns without opening it."""
+        """Close the app, leaving ``run``; if it was never opened, ``run`` only validates the settings (a config
+        the validation rejects still goes to ``on_config_error``, even when no request came)."""
         self._closing.set()
         self._wanted.set()
 
@@ -92,14 +93,14 @@ class DeferredApp:
         # before the imports below hold the event loop.
         for _ in range(2):
             await anyio.lowlevel.checkpoint()
-        if self._closing.is_set():
-            return
         try:
             settings = self._settings()
         except ConfigError as exc:
             self._problem = str(exc)
             self._settled.set()
             self._on_config_error(exc)
+            return
+        if self._closing.is_set():
             return
         from awaken_stdio.app.app import open_app
 
