@@ -9,6 +9,9 @@ owns, and is entered only after that first answer is on the wire.
 Every surface delivers approvals through :meth:`App.decide`, and should start runs with :meth:`App.run`: both go
 through the mailbox, which is what makes a decision resume a run exactly once across processes sharing the store.
 
+The ``@tool`` modules and the configured MCP servers load in the background (``loading.py``): the app is open, and
+every protocol request answered, while they import and connect; runs wait for them, bounded.
+
 Wherever a run resumes, it runs in one context (:meth:`App.run_context`): the live session's, when a protocol server
 of this process has the run's session open (an editor's file system, terminal, roots and MCP tools); else the one
 rebuilt from the store (the session's working directory, additional directories, mode and MCP servers started from
@@ -28,6 +31,7 @@ import anyio
 
 from awaken_stdio.app.config import LoadedConfig, validate_config
 from awaken_stdio.app.config_file import read_config_file, store_url
+from awaken_stdio.app.loading import ToolLoading
 from awaken_stdio.app.sessions import Sessions
 from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext, ToolDescriptor, ToolResult, preview_call
@@ -75,6 +79,7 @@ class App:
     tool_listeners: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     # sessions open in this process: session id -> its live context (``cwd``, ``services``, ``tools``)
     session_hosts: dict[str, Callable[[], dict[str, Any]]] = field(default_factory=dict)
+    loading: ToolLoading = field(default_factory=ToolLoading)  # the tool modules and MCP servers still loading
 
     @property
     def sessions(self) -> Sessions:
@@ -123,6 +128,7 @@ class App:
         ``InvalidResume``; runs another decision moved on first raise ``DecisionSuperseded`` naming it; a target
         that is not one of the run's pending calls raises ``DecisionTargetNotFound``.
         """
+        await self.loading.settle()
         return await self.mailbox.decide(run_id, decisions, sink, context, origin, on_waiting)
 
     async def waiting_run(self, run_id: str) -> RunRecord:
@@ -146,6 +152,7 @@ class App:
         keeps it and continues live when a decision arrives from any surface of any process (``on_waiting`` is
         awaited each time it starts waiting: the moment to ask a person). With ``give_up``, a thread busy with
         another run is waited for until ``give_up()``."""
+        await self.loading.settle()
         return await self.mailbox.submit(activation, sink, give_up, on_waiting)
 
     async def cancel(self, run_id: str) -> bool:
@@ -244,6 +251,7 @@ class App:
         that cannot start is named in the failed result of each ``wanted`` call (the pending tool names) that
         would have used it.
         """
+        await self.loading.settle()
         host = self.session_hosts.get(session_id) if session_id else None
         if host is not None:
             yield host()
@@ -300,7 +308,7 @@ async def open_app(
     """Open the store, build the runtime with every configured tool and plugin, and run the mailbox service until
     exit (then the store closes). ``serve=False`` (the CLI) handles only this process's own dispatches and never
     picks up other processes' queued work."""
-    from awaken_stdio.app.assemble import assemble_runtime
+    from awaken_stdio.app.assemble import assemble_runtime, load_tool_modules
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
     from awaken_stdio.runtime.observability import otel_from_env
     from awaken_stdio.stores import open_store
@@ -318,6 +326,8 @@ async def open_app(
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             await tg.start(service.run)
+            tg.start_soon(app.loading.watch)
+            load_tool_modules(app, tg)
             try:
                 async with AsyncExitStack() as servers:  # closed inside the task group: cancel scopes nest
                     if config.mcp_servers:
@@ -333,11 +343,16 @@ async def open_app(
 
 @asynccontextmanager
 async def _configured_servers(app: App) -> AsyncGenerator[McpToolsets]:
-    """Connect ``[mcp_servers]`` (each under its own timeout) and keep their tools in ``app.runtime.tools``."""
+    """Connect ``[mcp_servers]`` in the background (each under its own timeout) and keep their tools in
+    ``app.runtime.tools`` as they arrive; each is loading (``app.loading``) until it is first ready or failed."""
     from awaken_stdio.app.assemble import configured_specs
     from awaken_stdio.tools.mcp import open_mcp_toolsets
 
     published: set[str] = set()
+    specs = configured_specs(app.settings.loaded.config.mcp_servers)
+    loading = {spec.name: f"MCP server {spec.name!r}" for spec in specs}
+    for name in loading.values():
+        app.loading.start(name)
 
     def sync() -> None:
         names = {t.name for t in toolsets.tools()}
@@ -352,12 +367,9 @@ async def _configured_servers(app: App) -> AsyncGenerator[McpToolsets]:
         log.info("MCP server %s: %s%s", status.name, status.state, f" ({status.error})" if status.error else "")
         sync()
         await app.tools_changed()
+        name = loading.pop(status.name, None) if status.state in ("ready", "failed") else None
+        if name is not None:  # after the clients were told: one that waited for it lists it
+            app.loading.done(name, f"{name} is not available: {status.error}" if status.state == "failed" else None)
 
-    async with open_mcp_toolsets(
-        configured_specs(app.settings.loaded.config.mcp_servers), on_change=on_change
-    ) as toolsets:
-        sync()
-        for status in toolsets.statuses():
-            if status.state != "ready":
-                log.warning("MCP server %s is not available: %s", status.name, status.error)
+    async with open_mcp_toolsets(specs, on_change=on_change, wait=False) as toolsets:
         yield toolsets

@@ -2,7 +2,8 @@
 with every configured tool and plugin.
 
 The walk goes one way, down: ``config.py`` (what the file says) -> specs here (the runtime's and the tools'
-vocabulary) -> the runtime. The tools and providers never see the config's pydantic models.
+vocabulary) -> the runtime. The tools and providers never see the config's pydantic models. The ``@tool`` modules
+join the app's runtime after it opened (:func:`load_tool_modules`): an import that hangs or fails holds nobody.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from awaken_stdio.contract.agent import AgentSpec, ModelSpec
 from awaken_stdio.contract.errors import ConfigError
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from awaken_stdio.app.app import App
     from awaken_stdio.contract.stores import Store
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
     from awaken_stdio.tools.mcp import McpServerSpec
@@ -26,6 +30,7 @@ __all__ = [
     "assemble_runtime",
     "build_runtime",
     "configured_specs",
+    "load_tool_modules",
     "mcp_server_spec",
     "model_spec",
     "open_runtime",
@@ -49,6 +54,7 @@ def agent_spec(agent_id: str, agent: AgentConfig) -> AgentSpec:
         max_tokens=agent.max_tokens,
         timeout_s=agent.timeout_s,
         tool_executor=agent.tool_executor,
+        plugins=list(agent.plugins),
         expose_mcp=agent.expose_mcp,
         sections=sections,
     )
@@ -154,10 +160,11 @@ def configured_specs(servers: Mapping[str, McpServerConfig]) -> list[McpServerSp
 
 def assemble_runtime(loaded: LoadedConfig, store: Store, tracer_provider: Any = None) -> AgentRuntime:
     """The application's runtime on ``store``: :func:`build_runtime`, then the built-in tools (unless turned off),
-    the ``@tool`` modules, the installed entry points, the permission plugin and the observability plugin."""
+    the installed entry points, the permission plugin and the observability plugin (the ``@tool`` modules come
+    after: :func:`load_tool_modules`)."""
     from awaken_stdio.runtime.observability import LogSink, ObservabilityPlugin
     from awaken_stdio.runtime.permission import PermissionPlugin
-    from awaken_stdio.tools.discovery import tools_from_entry_points, tools_from_module
+    from awaken_stdio.tools.discovery import tools_from_entry_points
 
     config = loaded.config
     runtime = build_runtime(loaded, store=store)
@@ -166,12 +173,35 @@ def assemble_runtime(loaded: LoadedConfig, store: Store, tracer_provider: Any = 
 
         for tool in builtin_tools():
             runtime.add_tool(tool)
-    for module in config.tools.modules:
-        for tool in tools_from_module(module, loaded.base_dir):
-            runtime.add_tool(tool)
     for tool in tools_from_entry_points():
         runtime.add_tool(tool, replace=True)
     runtime.add_plugin(PermissionPlugin(store))
     providers = {model_id: model.provider for model_id, model in config.models.items()}
     runtime.add_plugin(ObservabilityPlugin(LogSink(), tracer_provider, providers=providers))
     return runtime
+
+
+def load_tool_modules(app: App, tasks: TaskGroup) -> None:
+    """Import each ``[tools] modules`` entry in ``tasks``, off the event loop, each loading (``app.loading``) from
+    now until its tools join the runtime or it fails (a problem naming it)."""
+    for module in app.settings.loaded.config.tools.modules:
+        name = f"tool module {module!r}"
+        app.loading.start(name)
+        tasks.start_soon(_add_tool_module, app, module, name)
+
+
+async def _add_tool_module(app: App, module: str, name: str) -> None:
+    from awaken_stdio.tools.discovery import import_tools
+
+    try:
+        tools = await import_tools(module, app.settings.loaded.base_dir)
+    except ConfigError as exc:
+        app.loading.done(name, str(exc))
+        return
+    runtime = app.runtime
+    taken = sorted(t.name for t in tools if t.name in runtime.tools)
+    for tool in tools:
+        if tool.name not in taken:
+            runtime.add_tool(tool)
+    await app.tools_changed()
+    app.loading.done(name, f"{name} defines tools already registered: {', '.join(taken)}" if taken else None)

@@ -1,7 +1,9 @@
 """Finding user tools: the ``[tools] modules`` of the config and the ``awaken_stdio.tools`` entry points.
 
 An entry point may name a module (every top-level ``Tool`` in it, ``@tool`` functions included), a single tool,
-a list of tools, or a function returning tools. Each package is imported only when the runtime is built.
+a list of tools, or a function returning tools. Each package is imported only when the runtime is built. A server
+imports its modules with :func:`import_tools`, in a daemon thread: an import that never returns holds neither the
+event loop nor the process's exit.
 
 A ``[tools] modules`` name is looked for beside the config file, then in the current directory, then on
 ``sys.path``: a ``my_tools.py`` next to ``config.toml`` works without ``PYTHONPATH``, whatever directory the editor
@@ -23,7 +25,7 @@ from typing import Any
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.contract.tools import Tool
 
-__all__ = ["ENTRY_POINT_GROUP", "tools_from_entry_points", "tools_from_module", "tools_in"]
+__all__ = ["ENTRY_POINT_GROUP", "import_tools", "tools_from_entry_points", "tools_from_module", "tools_in"]
 
 ENTRY_POINT_GROUP = "awaken_stdio.tools"
 log = logging.getLogger(__name__)
@@ -56,8 +58,25 @@ def tools_from_module(name: str, config_dir: Path | None = None) -> list[Tool]:
     except ImportError as exc:
         raise ConfigError(f"tools.modules: cannot import {name!r}: {exc}") from exc
     except Exception as exc:  # the module's own code failed: still a problem of the configuration, not ours
-        raise ConfigError(f"tools.modules: importing {name!r} failed: {type(exc).__name__}: {exc}") from exc
+        raise _import_failed(name, exc) from exc
     return tools_in(module, f"module {name!r}")
+
+
+async def import_tools(name: str, config_dir: Path | None = None) -> list[Tool]:
+    """:func:`tools_from_module` off the event loop (``_off_loop.py``): a cancelled caller leaves an import that
+    never returns behind, and it holds neither the loop nor the process's exit."""
+    from awaken_stdio.tools._off_loop import off_loop
+
+    try:
+        return await off_loop(lambda: tools_from_module(name, config_dir), f"import {name}")
+    except ConfigError:
+        raise
+    except Exception as exc:  # SystemExit and the like, told as such by off_loop
+        raise _import_failed(name, exc) from exc
+
+
+def _import_failed(name: str, exc: BaseException) -> ConfigError:
+    return ConfigError(f"tools.modules: importing {name!r} failed: {type(exc).__name__}: {exc}")
 
 
 def _add_home_of(name: str, directories: list[Path]) -> None:

@@ -217,6 +217,7 @@ async def test_tools_of_a_configured_server_and_list_changed_legacy(tmp_path: Pa
     async with connect(env, "legacy", message_handler=on_message) as client:
         names = {t.name for t in (await client.list_tools()).tools}  # complete on the first listing
         assert {"demo__echo", "demo__grow"} <= names
+        changed = anyio.Event()  # not the notice of the demo server's tools arriving: the one of its growing
         echoed = await client.call_tool("demo__echo", {"text": "via demo"})
         assert "via demo" in echoed.content[0].text
         await client.call_tool("demo__grow", {})

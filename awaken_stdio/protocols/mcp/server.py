@@ -188,7 +188,8 @@ class McpServer:
         return self._client_capabilities if self.era == "legacy" and self._version is not None else None
 
     async def _app_ready(self) -> CallRunner:
-        await self._gate.ready()
+        app = await self._gate.ready()
+        await app.loading.settle()  # tool modules and MCP servers still loading: waited for once, bounded
         assert self._runner is not None
         return self._runner
 

@@ -49,17 +49,24 @@ class McpToolsets:
     """Every configured MCP server's connection and tools. Build it with ``open_mcp_toolsets`` or ``run`` it.
 
     ``on_change`` is awaited after each status change (connecting, ready, failed, a new listing) that happens once
-    the first connections are settled; read the new tool set from ``tools()``. It runs in the server's supervisor:
-    a slow callback delays that server only, and an exception is logged, not raised.
+    the first connections are settled, or from the first one with ``eager`` (for a caller that does not wait for
+    them); read the new tool set from ``tools()``. It runs in the server's supervisor: a slow callback delays that
+    server only, and an exception is logged, not raised.
     """
 
     def __init__(
-        self, specs: Iterable[McpServerSpec], *, on_change: OnChange | None = None, restart: RestartPolicy | None = None
+        self,
+        specs: Iterable[McpServerSpec],
+        *,
+        on_change: OnChange | None = None,
+        restart: RestartPolicy | None = None,
+        eager: bool = False,
     ) -> None:
         self._on_change = on_change
         self._restart = restart or RestartPolicy()
         self._servers: dict[str, Server] = {}
         self._started = False
+        self._announcing = eager
         prefixes: dict[str, str] = {}
         for spec in specs:
             prefix = safe_name(spec.name)
@@ -85,13 +92,15 @@ class McpToolsets:
         """Supervise every server until cancelled; ``started`` once each has connected or failed once."""
         if self._started:
             raise RuntimeError("McpToolsets.run() can be called only once")
+        self._started = True
         try:
+            await _load_client()
             async with anyio.create_task_group() as tg:
                 for server in self._servers.values():
                     tg.start_soon(self._supervise, server)
                 for server in self._servers.values():
                     await server.settled.wait()
-                self._started = True
+                self._announcing = True
                 task_status.started(self)
                 await anyio.sleep_forever()  # even when every supervisor gave up: their statuses stay readable
         finally:
@@ -173,7 +182,7 @@ class McpToolsets:
 
     async def _update(self, server: Server, **changes: Any) -> None:
         server.status = replace(server.status, **changes)
-        if self._started and self._on_change is not None:
+        if self._announcing and self._on_change is not None:
             try:
                 await self._on_change(server.status)
             except Exception:
@@ -182,16 +191,38 @@ class McpToolsets:
 
 @asynccontextmanager
 async def open_mcp_toolsets(
-    specs: Iterable[McpServerSpec], *, on_change: OnChange | None = None, restart: RestartPolicy | None = None
+    specs: Iterable[McpServerSpec],
+    *,
+    on_change: OnChange | None = None,
+    restart: RestartPolicy | None = None,
+    wait: bool = True,
 ) -> AsyncGenerator[McpToolsets]:
-    """Connect every server concurrently and yield once each is ready or has failed; close them all on exit."""
-    toolsets = McpToolsets(specs, on_change=on_change, restart=restart)
+    """Connect every server concurrently and yield once each is ready or has failed (at once without ``wait``: the
+    servers connect in the background, each change told to ``on_change``); close them all on exit."""
+    toolsets = McpToolsets(specs, on_change=on_change, restart=restart, eager=not wait)
     async with anyio.create_task_group() as tg:
-        await tg.start(toolsets.run)
+        if wait:
+            await tg.start(toolsets.run)
+        else:
+            tg.start_soon(toolsets.run)
         try:
             yield toolsets
         finally:
             tg.cancel_scope.cancel()
+
+
+async def _load_client() -> None:
+    """Import the MCP SDK's client off the event loop: it takes a second or two, which every request being answered
+    meanwhile would wait for otherwise."""
+    import importlib
+
+    from awaken_stdio.tools._off_loop import off_loop
+
+    def load() -> None:
+        for module in ("mcp.client.session", "mcp.shared.message", "mcp_types"):
+            importlib.import_module(module)
+
+    await off_loop(load, "import the MCP client")
 
 
 async def _list_all(session: ClientSession) -> list[mcp_types.Tool]:

@@ -33,6 +33,7 @@ _MAX_LOG_LINE = 64 * 1024  # one stderr line; longer ones are logged in pieces
 _EXIT_CODE_WAIT_S = 1.0  # after stdout EOF, how long to wait for the exit code that explains it
 _STDERR_TAIL, _STDERR_TAIL_CHARS = 3, 200  # the stderr lines a failed start is reported with
 _DRAIN_S = 0.5  # after the group is gone, how long its last stderr lines may take to arrive
+_UNANSWERED_STOP_S = 0.25  # each step of stopping a server that never answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +191,10 @@ async def _stdio_transport(spec: McpServerSpec, link: Link) -> AsyncGenerator[An
             # Stopping must finish even when we are cancelled, or the server would outlive us; every wait is bounded.
             with anyio.CancelScope(shield=True):
                 await write_send.aclose()
-                if not await stop_process_group(process, spec.stop_grace_s):
+                # a server that never answered has nothing to finish: it gets no time to, so a process that is
+                # leaving (stdin EOF) is not held up by one that never will
+                grace_s = spec.stop_grace_s if link.ready else min(spec.stop_grace_s, _UNANSWERED_STOP_S)
+                if not await stop_process_group(process, grace_s):
                     logger.warning("MCP server process %d is still alive after SIGKILL; abandoning it", process.pid)
                 release_session(process.pid)
                 with anyio.move_on_after(_DRAIN_S):  # the server's last words

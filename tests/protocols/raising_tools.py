@@ -1,0 +1,3 @@
+"""A ``[tools] modules`` module whose import raises."""
+
+raise RuntimeError("boom at import")
