@@ -127,7 +127,9 @@ async def replay(run: RunState, targets: list[str]) -> TerminationReason | None:
         if state.status != "cancelled" or decision is None:
             continue
         text = _rejection_text(state.tool_name, decision)
-        run.messages.append(replace(Message.tool(call_id, text), run_id=run.run_id))
+        # failed, as it is reported now: the status travels with the message, so a replay (ACP session/load) agrees
+        message = replace(Message.tool(call_id, text), run_id=run.run_id, metadata={"status": "failed"})
+        run.messages.append(message)
         await run.emit(ToolCallResumed(call_id, decision.result, "failed"))
     for call_id in targets:
         state = run.tool_states()[call_id]
