@@ -107,7 +107,7 @@ async def test_the_question_asked_again_after_kill_and_load_shows_the_file_as_it
         with anyio.fail_after(20):
             await second.conn.load_session(session_id=session, cwd=str(harness.workspace), mcp_servers=[])
         assert await second.prompt(session, "go on") == "end_turn"
-        (diff,) = asked(second)[0]["content"]
+        ((diff,),) = [call["content"] for call in asked(second)]  # approved on the diff shown: not asked twice
     assert (diff["oldText"], diff["newText"]) == (EDITOR + "four\n", "one\n2\nthree\nfour\n")
     assert (harness.workspace / "a.txt").read_text() == diff["newText"]  # what was shown is what ran
 
