@@ -16,7 +16,7 @@ import anyio
 from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.errors import AgentNotFound, DecisionTargetNotFound, InvalidResume, ProviderError, UsageError
 from awaken_stdio.contract.ids import new_id
-from awaken_stdio.contract.mailbox import DispatchSettle, RunDispatch
+from awaken_stdio.contract.mailbox import DispatchSettle, MailboxStore, RunDispatch, outcome_unknown
 from awaken_stdio.contract.stores import RunRecord, ThreadForRun
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "classify_error",
     "consumer_id",
     "owner_is_dead",
+    "unknown_calls",
 ]
 
 ErrorClass = Literal["ok", "transient", "permanent"]
@@ -67,6 +68,19 @@ def owner_is_dead(owner: str) -> bool:
     except PermissionError:
         return False
     return False
+
+
+async def unknown_calls(mailbox: MailboxStore, record: RunRecord, now: int) -> list[str]:
+    """The run's pending calls whose outcome is unknown (``outcome_unknown``), as every decider and ``runs show``
+    read them: a call started under a claim whose holder is alive and within its lease is running, not unknown."""
+    if record.waiting is None:
+        return []
+    effects = await mailbox.open_effects(record.thread_id)
+    if not effects:
+        return []
+    claims = await mailbox.list_dispatches(record.thread_id, ["claimed"])
+    live = any((c.lease_until or 0) >= now and not owner_is_dead(c.claimed_by or "") for c in claims)
+    return outcome_unknown(effects, [t.tool_call_id for t in record.waiting.tickets], held_live=live)
 
 
 def classify_error(exc: BaseException) -> ErrorClass:

@@ -30,6 +30,7 @@ ending a run that waits in the store is the runtime's (``AgentRuntime.cancel_wai
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -46,18 +47,28 @@ from awaken_stdio.app.claims import (
     classify_error,
     consumer_id,
     owner_is_dead,
+    unknown_calls,
 )
 from awaken_stdio.contract.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.contract.errors import (
     DecisionTargetNotFound,
+    Fenced,
     InvalidResume,
+    OutcomeUnknown,
     StoreError,
     ThreadAlreadyRunning,
     VersionConflict,
 )
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
-from awaken_stdio.contract.mailbox import DispatchKind, DispatchRequest, DispatchSettle, RunDispatch, retry_delay_ms
+from awaken_stdio.contract.mailbox import (
+    DispatchKind,
+    DispatchRequest,
+    DispatchSettle,
+    Fence,
+    RunDispatch,
+    retry_delay_ms,
+)
 from awaken_stdio.contract.stores import RunRecord, ThreadForRun
 from awaken_stdio.contract.suspension import Decisions
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
@@ -80,6 +91,7 @@ class MailboxService:
     consumer: str = field(default_factory=consumer_id)
     context: ContextFactory | None = None  # where nobody holds the run's context: rebuilt from its records
     _held: dict[str, Held] = field(default_factory=dict)
+    _awaiting: Counter[str] = field(default_factory=Counter[str])  # threads deciders here wait on: not the poller's
     _tg: TaskGroup | None = None
 
     @property
@@ -133,8 +145,8 @@ class MailboxService:
                     await self._take_over(held, row.dispatch_id)
         if self.config.dispatch_queued and self._tg is not None:
             for thread_id in await self.mailbox.queued_thread_ids(now):
-                if thread_id in self._held:
-                    continue
+                if thread_id in self._held or thread_id in self._awaiting:
+                    continue  # held here, or a decider here is about to claim its own row
                 for d in await self.mailbox.claim(thread_id, self.consumer, self.config.lease_ms, now):
                     self._held[thread_id] = Held(d)  # before the task starts: the next poll skips the thread
                     self._tg.start_soon(self._background, thread_id)
@@ -228,7 +240,28 @@ class MailboxService:
         for target, _ in decisions:
             if target not in targets:
                 raise DecisionTargetNotFound(target)
+        await self._refuse_blind_reruns(record, decisions)
         return await self._control("decide", record, decisions, sink, context, origin, on_waiting)
+
+    async def _refuse_blind_reruns(self, record: RunRecord, decisions: Decisions) -> None:
+        """An approval that would run a call whose earlier attempt may have had its effect, without the person
+        having chosen to run it again (or to record it as done), is refused before anything is recorded."""
+        blind = {target for target, d in decisions if d.action == "resume" and d.unknown is None}
+        if not blind or record.waiting is None:
+            return
+        unknown = set(await unknown_calls(self.mailbox, record, now_ms()))
+        named = [
+            f"{t.tool_call_id} ({t.tool_name})"
+            for t in record.waiting.tickets
+            if t.tool_call_id in unknown and {t.tool_call_id, t.ticket_id} & blind
+        ]
+        if named:
+            # the ledger is read before the claims: a holder that settled the call and let go in between has moved
+            # the run on, and this decision came too late rather than blind
+            latest = await self.runtime.store.load_run(record.run_id)
+            if latest is not None and latest.status != "waiting":
+                raise await self.not_waiting(latest)
+            raise OutcomeUnknown(record.run_id, named)
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a run wherever it is: live here, held by another process, or waiting in the store."""
@@ -270,6 +303,20 @@ class MailboxService:
                 self._new(record.thread_id, run_id, self._request("cancel", record, [], "internal"), CONTROL_PRIORITY)
             )
             await self._take_over_locked(held, row.dispatch_id)
+        return True
+
+    async def release(self, run_id: str) -> bool:
+        """Stop holding a run that waits here for a decision its client could not ask about: it stays waiting in
+        the store, its claim released, for a decision from any surface. False when a decision took it over first
+        (the run goes on here)."""
+        held = next((h for h in self._held.values() if h.dispatch.run_id == run_id), None)
+        if held is None:
+            return True
+        async with held.lock:  # against a take-over: the claim goes to a decision or back to the store, never both
+            if not held.waiting:
+                return False
+            held.waiting = False
+            held.send.close()  # the holder's wait ends; it acks its row with the run waiting
         return True
 
     # -- dispatching --------------------------------------------------------------------------------------------
@@ -321,13 +368,20 @@ class MailboxService:
             else:  # the run is still finishing its step: take it over as soon as it waits, not at the next poll
                 held.early.append(row.dispatch_id)
             return None
-        row, loaded = await self.runtime.store.claim_for_run(d, self.consumer, self.config.lease_ms, now_ms())
-        assert row is not None
-        if row.status != "claimed":
-            claimed = await self._await_turn(row)
-            if claimed is None:
-                return None  # the live holder took it over and continues the run
-            row = claimed
+        self._awaiting[record.thread_id] += 1  # from the enqueue on: the row is this decider's to claim
+        try:
+            row, loaded = await self.runtime.store.claim_for_run(d, self.consumer, self.config.lease_ms, now_ms())
+            assert row is not None
+            if row.status != "claimed":
+                # a cancel waits for the holder to carry it out: only then is it known whether it came too late
+                claimed = await self._await_turn(row, carried_out=kind == "cancel")
+                if claimed is None:
+                    return None  # the live holder took it over and continues the run
+                row = claimed
+        finally:
+            self._awaiting[record.thread_id] -= 1
+            if not self._awaiting[record.thread_id]:
+                del self._awaiting[record.thread_id]
         live = kind == "decide" and self.runtime.active_run_id(record.thread_id) == record.run_id
         if live and await self.runtime.send_decisions(record.thread_id, decisions):
             # a run started straight on the runtime (not through the mailbox) waits here live and took them
@@ -343,9 +397,10 @@ class MailboxService:
                 raise
             raise await self.not_waiting(latest, row.dispatch_id) from None
 
-    async def _await_turn(self, row: RunDispatch) -> RunDispatch | None:
-        """Our recorded row waits behind the thread's holder: ``None`` once the holder has taken it over, or the row
-        claimed for us once the holder is gone (its process dead here, or its lease lapsed on any machine).
+    async def _await_turn(self, row: RunDispatch, *, carried_out: bool = False) -> RunDispatch | None:
+        """Our recorded row waits behind the thread's holder: ``None`` once the holder has taken it over (with
+        ``carried_out``: once it has carried it out, refused as :meth:`not_waiting` when it came too late), or the
+        row claimed for us once the holder is gone (its process dead here, or its lease lapsed on any machine).
 
         A holder busy for longer than ``decide_wait_s`` keeps the row (it takes it when its run next waits): that is
         ``None`` too, and the row stays queued for it.
@@ -358,10 +413,13 @@ class MailboxService:
                 if current is None or current.status != "queued":
                     if current is not None and current.claimed_for(self.consumer):
                         return current
-                    if current is not None and current.status in ("acked", "dead", "superseded", "cancelled"):
+                    if current is not None and current.status in ("acked", "dead_letter", "superseded", "cancelled"):
                         record = await self.runtime.store.load_run(row.run_id)
                         if record is not None and current.run_error:
                             raise await self.not_waiting(record, row.dispatch_id)
+                    elif carried_out and current is not None:
+                        await anyio.sleep(c.poll_every_s)
+                        continue
                     return None  # taken over by the holder (or already carried out by it)
                 holders = await mb.list_dispatches(row.thread_id, ["claimed"])
                 for h in holders:
@@ -509,6 +567,12 @@ class MailboxService:
             loaded, held.loaded = held.loaded, None
             seen, held.seen = held.seen, None
             result = await self._perform(d, sink, held.activation, seen, held.settle, loaded)
+        except Fenced as exc:  # paused or cut off past the lease: the run is another holder's, write nothing
+            log.warning("mailbox: dispatch %s: %s", d.dispatch_id, exc)
+            held.lost = True
+            if foreground:
+                raise
+            return None
         except Exception as exc:
             # a caller that sees the error is its owner: its failure is final, never retried behind its back
             kind = "permanent" if foreground and classify_error(exc) == "transient" else classify_error(exc)
@@ -551,7 +615,11 @@ class MailboxService:
         checkpoint that ends it or makes it wait (``settle``)."""
         req = d.request
         if req.kind == "cancel":
-            return await self.runtime.cancel_waiting(d.run_id)
+            cancelled = await self.runtime.cancel_waiting(d.run_id, Fence.of(settle))
+            latest = await self.runtime.store.load_run(d.run_id) if cancelled is None else None
+            if latest is not None:  # a decision or another cancel ended it first: this one did nothing
+                raise await self.not_waiting(latest, d.dispatch_id)
+            return cancelled
         if req.kind == "decide":
             decisions = list(req.decisions)
             if activation is not None:

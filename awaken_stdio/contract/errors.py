@@ -14,8 +14,10 @@
     │   └── PhaseRunLoopExceeded
     ├── RunError                    a run could not be started, resumed or controlled
     │   ├── ThreadAlreadyRunning, AgentNotFound, InvalidResume, DecisionTargetNotFound
+    │   └── OutcomeUnknown          a decision would run a call whose earlier attempt may have had its effect
     ├── StoreError                  persistence failed; wraps driver errors ``from exc``
     │   ├── NotFound, AlreadyExists, VersionConflict, SchemaTooNew, StoreUnavailable
+    │   └── Fenced                  this holder's claim moved on: it may no longer write or act
     ├── ProviderError               a model call failed; ``kind`` says whether a retry can help
     └── ToolError                   raised from a tool: fatal, the run ends ``failed`` with the tool's name and message
         └── ToolFailure             raised from a tool: a failed call the model sees; the run goes on
@@ -34,6 +36,7 @@ __all__ = [
     "ConfigError",
     "DecisionTargetNotFound",
     "EffectHandlerAlreadyRegistered",
+    "Fenced",
     "HandlerAlreadyRegistered",
     "InvalidResume",
     "KeyAlreadyRegistered",
@@ -41,6 +44,7 @@ __all__ = [
     "KeyEncodeError",
     "MutationBaseRevisionMismatch",
     "NotFound",
+    "OutcomeUnknown",
     "ParallelMergeConflict",
     "PhaseRunLoopExceeded",
     "PluginAlreadyInstalled",
@@ -96,15 +100,19 @@ class StateError(AwakenError):
 
 
 class KeyAlreadyRegistered(StateError):
-    def __init__(self, key: str) -> None:
+    """``detail`` names who registered it twice (the plugins and the agent), when that is known."""
+
+    def __init__(self, key: str, detail: str = "") -> None:
         self.key = key
-        super().__init__(f"key already registered: {key}")
+        super().__init__(f"key already registered: {key}" + (f" ({detail})" if detail else ""))
 
 
 class UnknownKey(StateError):
-    def __init__(self, key: str) -> None:
+    """``detail`` says which plugin registers the key and which agent does not use it, when that is known."""
+
+    def __init__(self, key: str, detail: str = "") -> None:
         self.key = key
-        super().__init__(f"unknown state key: {key}")
+        super().__init__(f"unknown state key: {key}" + (f" ({detail})" if detail else ""))
 
 
 class KeyDecodeError(StateError):
@@ -215,6 +223,19 @@ class InvalidResume(RunError):
     """The run to continue does not exist or belongs to another thread."""
 
 
+class OutcomeUnknown(InvalidResume):
+    """Approving would run calls whose earlier attempt started and whose end was never recorded: the effect may
+    have happened. The person must choose (run again, or record as done); ``calls`` names them."""
+
+    def __init__(self, run_id: str, calls: list[str], how: str | None = None) -> None:
+        self.run_id, self.calls = run_id, calls
+        names = ", ".join(calls)
+        super().__init__(
+            f"run {run_id}: the outcome of {names} is unknown (an earlier attempt started and its end was never "
+            f"recorded, so it may have had its effect); {how or 'choose to run it again or to record it as done'}"
+        )
+
+
 class DecisionTargetNotFound(RunError):
     def __init__(self, target: str) -> None:
         self.target = target
@@ -244,6 +265,19 @@ class VersionConflict(StoreError):
     def __init__(self, what: str, expected: int | str | None, actual: int | str | None) -> None:
         self.what, self.expected, self.actual = what, expected, actual
         super().__init__(f"version conflict on {what}: expected {expected}, actual {actual}")
+
+
+class Fenced(StoreError):
+    """A holder's write was refused because its claim on the thread is no longer current (it was paused or cut
+    off past its lease, and another process took the run over): it must not act, write, or report the run."""
+
+    def __init__(self, dispatch_id: str, token: str, now_held_by: str | None) -> None:
+        self.dispatch_id, self.token, self.now_held_by = dispatch_id, token, now_held_by
+        elsewhere = f" (now held by {now_held_by})" if now_held_by else ""
+        super().__init__(
+            f"this process lost its claim on the run (dispatch {dispatch_id}) while it was paused or cut off past "
+            f"its lease; the run continued elsewhere{elsewhere} and nothing more is done here"
+        )
 
 
 class SchemaTooNew(StoreError):

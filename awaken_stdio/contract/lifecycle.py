@@ -90,6 +90,22 @@ class TerminationReason:
         return "waiting" if self.type == "suspended" else "done"
 
     @property
+    def lifecycle_reason(self) -> str | None:
+        """The ``status_reason`` of the run-lifecycle state key, spelled as the Rust runtime's ``to_run_status``:
+        ``natural``, ``behavior_requested``, ``cancelled``, ``blocked:<message>``, ``stopped:<code>``, ``error``."""
+        match self.type:
+            case "suspended":
+                return None
+            case "natural_end":
+                return "natural"
+            case "blocked":
+                return f"blocked:{self.value}"
+            case "stopped":
+                return f"stopped:{(self.value or {}).get('code', '')}"
+            case _:
+                return self.type
+
+    @property
     def done_reason(self) -> str | None:
         """The ``status_reason`` of a finished run, as the docs' in-process backend words it: ``natural``,
         ``cancelled``, ``blocked: <message>``, ``stopped: <code>``, or an error's own message."""

@@ -45,10 +45,12 @@ __all__ = [
     "DispatchStatus",
     "EffectRecord",
     "EffectStatus",
+    "Fence",
     "InterruptResult",
     "InvalidDispatch",
     "MailboxStore",
     "RunDispatch",
+    "outcome_unknown",
     "retry_delay_ms",
 ]
 
@@ -260,6 +262,21 @@ class DispatchSettle:
     acked: bool = False
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fence:
+    """The claim a holder acts under. A lease says who *should* run a thread; the fence says who *may*: every
+    durable write of a run (its checkpoints, its effects' marks, its settles) commits only while the dispatch is
+    still claimed with this token, checked in the write's own transaction, so a holder paused past its lease
+    (while another took the run over) can neither write nor start an effect. A new claim gets a new token."""
+
+    dispatch_id: str
+    claim_token: str
+
+    @staticmethod
+    def of(settle: DispatchSettle | None) -> Fence | None:
+        return Fence(dispatch_id=settle.dispatch_id, claim_token=settle.claim_token) if settle is not None else None
+
+
 @dataclass(slots=True)
 class EffectRecord:
     """One tool call in the effect ledger, keyed by (thread, call). ``result``: the ``ToolResult`` JSON of a call
@@ -275,6 +292,17 @@ class EffectRecord:
     result: dict[str, Any] | None = None
     started_at: int = field(default_factory=now_ms)
     updated_at: int = field(default_factory=now_ms)
+
+
+def outcome_unknown(effects: list[EffectRecord], call_ids: list[str], *, held_live: bool) -> list[str]:
+    """The calls among ``call_ids`` whose outcome nobody knows: their start is in the effect ledger and their end is
+    not (a checkpoint appending a call's result settles its entry in the same transaction). The one rule every
+    decider reads, editor, MCP client and CLI alike: such a call is never run again unless the person says so.
+
+    ``held_live``: a live process holds the thread's claim (lease current), so a ``started`` entry may be its call
+    running right now; only an entry already found abandoned (``unknown_after_crash``) counts then."""
+    unknown = {e.call_id for e in effects if not held_live or e.status == "unknown_after_crash"}
+    return [c for c in call_ids if c in unknown]
 
 
 @runtime_checkable
@@ -401,11 +429,14 @@ class MailboxStore(Protocol):
 
     # -- effect ledger ----------------------------------------------------------------------------------------
 
-    async def effect_started(self, effect: EffectRecord) -> None:
-        """Record (or re-record) that the call is about to run."""
+    async def effect_started(self, effect: EffectRecord, fence: Fence | None = None) -> None:
+        """Record (or re-record) that the call is about to run; with ``fence``, only while that claim is current
+        (else ``Fenced``, nothing written): an effect runs only under a current claim."""
         ...
 
-    async def effect_finished(self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int) -> None: ...
+    async def effect_finished(
+        self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int, fence: Fence | None = None
+    ) -> None: ...
 
     async def open_effects(self, thread_id: str) -> list[EffectRecord]:
         """Entries of the thread whose outcome is not settled: ``started`` (a process died running the call) or
@@ -413,6 +444,12 @@ class MailboxStore(Protocol):
         appends its result to the conversation."""
         ...
 
-    async def mark_effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None:
+    async def mark_effects_unknown(
+        self, thread_id: str, call_ids: list[str], now: int, fence: Fence | None = None
+    ) -> None:
         """``started`` entries among ``call_ids`` become ``unknown_after_crash``."""
+        ...
+
+    async def holds(self, fence: Fence, now: int) -> bool:
+        """Whether ``fence``'s claim is still current (a read: a holder checks before it reports or acts)."""
         ...

@@ -16,7 +16,7 @@ from awaken_stdio.contract.identity import RunIdentity
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import RunOutcome, RunStatus, TerminationReason
-from awaken_stdio.contract.mailbox import DispatchSettle, EffectRecord, MailboxStore, RunDispatch
+from awaken_stdio.contract.mailbox import DispatchSettle, EffectRecord, Fence, MailboxStore, RunDispatch
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.profile import ProfileStore
@@ -260,6 +260,7 @@ class Checkpoint:
     run: RunRecord
     thread_state: PersistedState | None = None
     settle: DispatchSettle | None = None  # the run's dispatch, settled in the same write (ends and waits only)
+    fence: Fence | None = None  # the claim the run holds: the write commits only while it is current (``Fenced``)
 
 
 @dataclass(slots=True)

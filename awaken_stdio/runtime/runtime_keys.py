@@ -19,7 +19,7 @@ from awaken_stdio.contract.lifecycle import (
     tool_call_transition_allowed,
 )
 from awaken_stdio.contract.state import StateKey
-from awaken_stdio.contract.suspension import ResumeMode, SuspendTicket, ToolCallResume
+from awaken_stdio.contract.suspension import OUTCOME_UNKNOWN_ACTION, ResumeMode, SuspendTicket, ToolCallResume
 
 __all__ = [
     "RUN_LIFECYCLE",
@@ -128,6 +128,11 @@ class ToolCallState:
     suspension_reason: str | None = None
     ticket: SuspendTicket | None = None
     resume_input: ToolCallResume | None = None
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """Asked about because an earlier attempt's outcome is unknown (``recover_effects``): never run blind."""
+        return self.ticket is not None and self.ticket.suspension.action == OUTCOME_UNKNOWN_ACTION
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -47,7 +47,7 @@ from awaken_stdio.stores._codec import (
     record_to_json,
     session_from_json,
 )
-from awaken_stdio.stores.mailbox_core import Refused, enqueue_and_claim_op
+from awaken_stdio.stores.mailbox_core import Refused, check_fence, enqueue_and_claim_op
 from awaken_stdio.stores.mailbox_sql import SqlMailbox, open_effects_in, settle_in, table_in
 
 __all__ = ["THREAD_COLUMNS", "Queries", "SqlStore", "Tx"]
@@ -299,6 +299,8 @@ class SqlStore(BaseStore, Store):
 
         async def write(tx: Tx) -> None:
             now = now_ms()
+            if cp.fence is not None and (refused := await check_fence(table_in(tx, self.dialect), cp.fence, now)):
+                raise refused.error  # a holder that lost its claim writes nothing
             # The guarded bump is the version check: it matches only at the expected count, and (PostgreSQL)
             # row-locks the thread, so a concurrent checkpoint waits for us and then fails the same guard.
             # Only a first checkpoint (expected count 0) may create the thread; any other miss is a conflict,

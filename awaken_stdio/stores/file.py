@@ -61,7 +61,7 @@ from awaken_stdio.stores._codec import (
     session_from_json,
     thread_from_json,
 )
-from awaken_stdio.stores.mailbox_core import MailboxBase, Op
+from awaken_stdio.stores.mailbox_core import MailboxBase, Op, check_fence
 from awaken_stdio.stores.mailbox_memory import MailboxTables
 from awaken_stdio.stores.migrations import APPLICATION
 
@@ -250,6 +250,10 @@ class FileStore(BaseStore, Store):
         return await self._run(self._load_messages, thread_id, offset, limit)
 
     def _checkpoint(self, cp: Checkpoint, lines: str, run: dict[str, Any], state: dict[str, Any] | None) -> None:
+        if cp.fence is not None:  # under the store's lock: no claim can move between this check and the commit
+            refused = self._mailbox._apply(lambda tables: drive(check_fence(tables, cp.fence, now_ms())))
+            if refused is not None:
+                raise refused.error
         c = self._commit_or_new(cp.thread_id, cp.run.agent_id, cp.run.parent_thread_id)
         first = c["thread"]["message_count"]
         check_count(cp, first)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from awaken_stdio.contract.errors import AlreadyExists, NotFound, StoreError, VersionConflict
+from awaken_stdio.contract.errors import AlreadyExists, Fenced, NotFound, StoreError, VersionConflict
 from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import (
@@ -24,13 +24,14 @@ from awaken_stdio.contract.mailbox import (
     DispatchSettle,
     DispatchStatus,
     EffectRecord,
+    Fence,
     InterruptResult,
     MailboxStore,
     RunDispatch,
 )
 from awaken_stdio.contract.stores import RunRecord
 
-__all__ = ["ACTIVE", "MailboxBase", "MailboxTable", "Refused", "enqueue_and_claim_op", "settle_with"]
+__all__ = ["ACTIVE", "MailboxBase", "MailboxTable", "Refused", "check_fence", "enqueue_and_claim_op", "settle_with"]
 
 T = TypeVar("T")
 ACTIVE: tuple[DispatchStatus, ...] = ("queued", "claimed")
@@ -182,6 +183,25 @@ async def _own(t: MailboxTable, dispatch_id: str, token: str, now: int) -> RunDi
         await _put(t, d)
         return Refused(VersionConflict(f"epoch of dispatch {dispatch_id}", d.dispatch_epoch, epoch))
     return d
+
+
+async def check_fence(t: MailboxTable, fence: Fence | None, now: int) -> Refused | None:
+    """Inside a holder's write: ``None`` while its claim is current, else the ``Fenced`` refusal that aborts the
+    write (the caller raises it inside the transaction, so nothing of the write commits)."""
+    if fence is None:
+        return None
+    d = await _own(t, fence.dispatch_id, fence.claim_token, now)
+    if not isinstance(d, Refused):
+        return None
+    current = await t.get(fence.dispatch_id)
+    return Refused(Fenced(fence.dispatch_id, fence.claim_token, current.claimed_by if current else None))
+
+
+async def _fenced(t: MailboxTable, fence: Fence | None, now: int, write: Op[None]) -> None:
+    refused = await check_fence(t, fence, now)
+    if refused is not None:
+        raise refused.error
+    await write(t)
 
 
 def enqueue_and_claim_op(
@@ -438,15 +458,26 @@ class MailboxBase(MailboxStore):
 
     # -- effect ledger ----------------------------------------------------------------------------------------
 
-    async def effect_started(self, effect: EffectRecord) -> None:
-        await self._write(lambda t: t.effect_put(effect))
+    async def effect_started(self, effect: EffectRecord, fence: Fence | None = None) -> None:
+        await self._write(lambda t: _fenced(t, fence, effect.updated_at, lambda t: t.effect_put(effect)))
 
-    async def effect_finished(self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int) -> None:
-        await self._write(lambda t: t.effect_finish(thread_id, call_id, result, now))
+    async def effect_finished(
+        self, thread_id: str, call_id: str, result: dict[str, Any] | None, now: int, fence: Fence | None = None
+    ) -> None:
+        await self._write(lambda t: _fenced(t, fence, now, lambda t: t.effect_finish(thread_id, call_id, result, now)))
 
     async def open_effects(self, thread_id: str) -> list[EffectRecord]:
         return await self._read(lambda t: t.effects_open(thread_id))
 
-    async def mark_effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None:
+    async def mark_effects_unknown(
+        self, thread_id: str, call_ids: list[str], now: int, fence: Fence | None = None
+    ) -> None:
         if call_ids:
-            await self._write(lambda t: t.effects_unknown(thread_id, call_ids, now))
+            await self._write(lambda t: _fenced(t, fence, now, lambda t: t.effects_unknown(thread_id, call_ids, now)))
+
+    async def holds(self, fence: Fence, now: int) -> bool:
+        async def op(t: MailboxTable) -> bool:
+            d = await t.get(fence.dispatch_id)
+            return d is not None and d.status == "claimed" and d.claim_token == fence.claim_token
+
+        return await self._read(op)

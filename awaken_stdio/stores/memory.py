@@ -105,9 +105,13 @@ class MemoryStore(BaseStore, Store):
         return messages[offset:] if limit is None else messages[offset : offset + limit]
 
     async def checkpoint(self, cp: Checkpoint) -> None:
+        from awaken_stdio.stores.mailbox_core import check_fence, settle_with
+
         self._check_open()
         thread = self._threads.get(cp.thread_id)
         check_run_thread(cp)
+        if refused := await check_fence(self._mailbox.tables, cp.fence, now_ms()):
+            raise refused.error
         check_count(cp, thread.message_count if thread is not None else 0)
         thread = self._ensure_thread(cp.thread_id, cp.run.agent_id, cp.run.parent_thread_id)
         self._messages[cp.thread_id].extend(cp.messages)
@@ -119,8 +123,6 @@ class MemoryStore(BaseStore, Store):
         if answered := answered_calls(cp):
             self._mailbox.tables.settle(cp.thread_id, answered, now_ms())
         if cp.settle is not None:
-            from awaken_stdio.stores.mailbox_core import settle_with
-
             await settle_with(self._mailbox.tables, cp.settle, cp.run, now_ms())
 
     async def save_thread(self, thread: ThreadRecord) -> None:

@@ -2,7 +2,9 @@
 reads nothing and answers (read-only: its steps are written behind the run).
 
 With ``$CRASH_HANG`` set it first creates that file (so the test knows the tool is running) and hangs, which is
-where the test kills the process.
+where the test kills the process; with ``$CRASH_HANG_AFTER`` it does the same after its effect (the line is written,
+its outcome not yet stored). With ``$CRASH_PAUSE`` it creates that file and waits, before its effect, until the file
+``$CRASH_PAUSE.go`` exists (the test stops the process meanwhile, as a closed laptop lid or a debugger would).
 """
 
 from __future__ import annotations
@@ -16,14 +18,24 @@ from awaken_stdio.tools.function import tool
 @tool(kind="edit", destructive=True)
 def append_line(line: str) -> str:
     """Append one line to the output file."""
-    hang = os.environ.get("CRASH_HANG")
-    if hang:
-        with open(hang, "w") as f:
-            f.write("running\n")
-        time.sleep(60)  # killed here
+    _signal("CRASH_HANG")
+    _signal("CRASH_PAUSE", until=os.environ.get("CRASH_PAUSE", "") + ".go")
     with open(os.environ["CRASH_OUT"], "a") as f:
         f.write(line + "\n")
+    _signal("CRASH_HANG_AFTER")
     return "appended"
+
+
+def _signal(variable: str, *, until: str | None = None) -> None:
+    """Create the file ``$variable`` names (the test waits for it), then hang (killed there) or wait for ``until``."""
+    path = os.environ.get(variable)
+    if not path or os.path.exists(path):  # once: a run resumed elsewhere goes through
+        return
+    with open(path, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (until and os.path.exists(until)):
+        time.sleep(0.01)
 
 
 @tool(kind="read", read_only=True)

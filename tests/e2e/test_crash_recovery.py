@@ -184,7 +184,8 @@ def test_killed_while_the_tool_runs_asks_again(world: World) -> None:
     assert "outcome is unknown" in world.cli("runs", "show", run_id).stdout  # the plain CLI view says so too
     assert world.lines() == []
 
-    approve(world, run_id)
+    assert world.cli("runs", "approve", run_id).returncode == 2  # not blind: the person must choose
+    assert world.cli("runs", "approve", run_id, "--rerun").returncode == 0
     assert world.lines() == ["hello"]
     assert [r["status"] for r in world.runs()] == ["completed"]
 

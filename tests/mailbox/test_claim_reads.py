@@ -29,7 +29,9 @@ async def test_a_submitted_and_a_decided_run_read_their_thread_with_their_claims
         assert waiting.status == "waiting" and reads == []
         done = await service.decide(waiting.run_id, APPROVE)
         assert done is not None and done.status == "completed" and len(tool.calls) == 1
-        assert len(reads) == 1  # the decider's check that the run waits, before it records the decision
+        # the decider's checks before it records the decision: the run waits, and no call of it has an unknown
+        # outcome (the effect ledger; its claims are read only when the ledger has an open entry)
+        assert len(reads) == 2
         loaded = await store.load_thread("t1")
         assert loaded is not None and loaded.thread.title == "stored before"
         assert [m.role for m in loaded.messages] == ["user", "assistant", "tool", "assistant"]

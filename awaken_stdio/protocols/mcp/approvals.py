@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECISIONS",
+    "UNKNOWN_DECISIONS",
     "InvalidState",
     "StateSeal",
     "approval_message",
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 DECISIONS = ("allow_once", "allow_always", "reject_once", "reject_always")
+UNKNOWN_DECISIONS = ("rerun", "done", "reject_once")  # a call whose earlier attempt's outcome is unknown
 _KEY_OWNER = "awaken-stdio:mcp"
 _KEY_NAME = "request_state_key"
 _ARGS_PREVIEW = 400
@@ -64,7 +66,14 @@ def approval_message(tool: str, arguments: Any, who: str, preview: ToolPreview |
     return f"{who} wants to call {tool} with {text}. Allow it?"
 
 
-def elicitation_params(message: str) -> dict[str, Any]:
+def elicitation_params(message: str, *, unknown: bool = False) -> dict[str, Any]:
+    """The question's form; for a call whose earlier attempt's outcome is unknown, the choices say so (running it
+    again is a choice of its own, never what a plain "allow" means)."""
+    describe = (
+        "its earlier attempt may have had its effect: run it again, record it as done without running it, or skip it"
+        if unknown
+        else "allow or reject this call; 'always' remembers the answer for this workspace"
+    )
     return {
         "message": message,
         "requestedSchema": {
@@ -73,8 +82,8 @@ def elicitation_params(message: str) -> dict[str, Any]:
                 "decision": {
                     "type": "string",
                     "title": "Decision",
-                    "description": "allow or reject this call; 'always' remembers the answer for this workspace",
-                    "enum": list(DECISIONS),
+                    "description": describe,
+                    "enum": list(UNKNOWN_DECISIONS if unknown else DECISIONS),
                 }
             },
             "required": ["decision"],
@@ -89,6 +98,8 @@ def decision_from_answer(answer: Any) -> ToolCallResume:
         return ToolCallResume.reject(f"{action or 'no answer'}: the user did not approve the call")
     content = answer.get("content")
     choice = content.get("decision") if isinstance(content, dict) else None
+    if choice in ("rerun", "done"):
+        return ToolCallResume.approve(unknown=choice)
     if choice == "allow_once":
         return ToolCallResume.approve()
     if choice == "allow_always":

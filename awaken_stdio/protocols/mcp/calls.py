@@ -28,7 +28,7 @@ from awaken_stdio.app.claims import DecisionSuperseded
 from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.channel import CLIENT_CHANNEL
 from awaken_stdio.contract.content import to_wire
-from awaken_stdio.contract.errors import AwakenError, InvalidResume, ThreadAlreadyRunning
+from awaken_stdio.contract.errors import AwakenError, InvalidResume, OutcomeUnknown, ThreadAlreadyRunning
 from awaken_stdio.contract.events import (
     ActivitySnapshot,
     AgentEvent,
@@ -254,7 +254,7 @@ class CallRunner:
             preview = await preview_call(tool, args, tool_ctx)
             message = approval_message(params.name, args, "The MCP client", preview)
             if call.request.era == "modern":
-                return self._input_required({"decision": message}, params, {"k": "permit"})
+                return self._input_required({"decision": (message, False)}, params, {"k": "permit"})
             answer = await self._elicit(message)
             if answer is None:
                 raise Refusal(f"{params.name} needs the user's approval, and the client did not answer.")
@@ -324,7 +324,7 @@ class CallRunner:
                 raise Refusal(f"Run {run_id} has no pending tool call {item['tool_call_id']!r}; pending: {waiting}.")
             always = bool(item.get("always"))
             decision = (
-                ToolCallResume.approve(always=always)
+                ToolCallResume.approve(always=always, unknown=item.get("if_unknown"))
                 if item["approve"]
                 else ToolCallResume.reject(item.get("reason") or "rejected by the user", always=always)
             )
@@ -344,6 +344,11 @@ class CallRunner:
     async def _decide(self, run_id: str, decisions: Decisions, call: ToolCall) -> AgentRunResult | None:
         try:
             return await self.app.decide(run_id, decisions, call.on_event, origin="mcp")
+        except OutcomeUnknown as exc:
+            raise Refusal(
+                f'{exc}. Nothing ran. Call resume_run again with if_unknown: "rerun" to run it again, or '
+                '"done" to record it as done without running it (approve: false skips it).'
+            ) from None
         except InvalidResume as exc:
             raise Refusal(f"Cannot resume run {run_id}: {exc}. It was probably decided already; nothing ran.") from None
         except ThreadAlreadyRunning:
@@ -357,12 +362,12 @@ class CallRunner:
             if not can_elicit(call.request.client_capabilities):
                 break
             if call.request.era == "modern":
-                questions = {t.tool_call_id: _ticket_question(t, result) for t in result.pending}
+                questions = {t.tool_call_id: (_ticket_question(t, result), t.outcome_unknown) for t in result.pending}
                 state = {"k": "run", "run": result.run_id, "calls": list(questions)}
                 return self._input_required(questions, params, state)
             decisions = []
             for ticket in result.pending:
-                answer = await self._elicit(_ticket_question(ticket, result))
+                answer = await self._elicit(_ticket_question(ticket, result), unknown=ticket.outcome_unknown)
                 if answer is None:
                     break
                 decisions.append((ticket.tool_call_id, decision_from_answer(answer)))
@@ -373,22 +378,22 @@ class CallRunner:
             return {"content": [text_block("The decisions were delivered to the running run.")], "isError": False}
         return run_result(result)
 
-    async def _elicit(self, message: str) -> Any:
+    async def _elicit(self, message: str, *, unknown: bool = False) -> Any:
         """A handshake-era ``elicitation/create``; None when the client fails to answer."""
         try:
             return await self.peer.request(
-                "elicitation/create", elicitation_params(message), timeout=ELICITATION_TIMEOUT_S
+                "elicitation/create", elicitation_params(message, unknown=unknown), timeout=ELICITATION_TIMEOUT_S
             )
         except JsonRpcError as exc:
             log.info("elicitation failed (%s); the run stays waiting", exc.message)
             return None
 
     def _input_required(
-        self, questions: dict[str, str], params: CallToolParams, state: dict[str, Any]
+        self, questions: dict[str, tuple[str, bool]], params: CallToolParams, state: dict[str, Any]
     ) -> dict[str, Any]:
         requests = {
-            key: {"method": "elicitation/create", "params": elicitation_params(message)}
-            for key, message in questions.items()
+            key: {"method": "elicitation/create", "params": elicitation_params(message, unknown=unknown)}
+            for key, (message, unknown) in questions.items()
         }
         return self._input_requests(requests, params, state)
 
@@ -435,22 +440,28 @@ def run_result(result: AgentRunResult) -> dict[str, Any]:
                 "tool": t.tool_name,
                 "arguments": t.arguments if isinstance(t.arguments, dict) else {"value": t.arguments},
                 "reason": t.message or t.reason,
+                **({"outcome": "unknown"} if t.outcome_unknown else {}),
             }
             for t in result.pending
         ]
         pending = structured["pending"]
+        unknown = any(t.outcome_unknown for t in result.pending)
         lines = [
             f"- {p['tool_call_id']}: {p['tool']} {_clip(_json(p['arguments']), 300)}"
             + (f" ({t.message})" if t.outcome_unknown else "")
             for p, t in zip(pending, result.pending, strict=True)
         ]
-        decisions = [{"tool_call_id": p["tool_call_id"], "approve": True} for p in pending]
+        decisions = [
+            {"tool_call_id": p["tool_call_id"], "approve": True, **({"if_unknown": "rerun"} if "outcome" in p else {})}
+            for p in pending
+        ]
         example = {"run_id": result.run_id, "decisions": decisions}
         text = (
             (result.response + "\n\n" if result.response else "")
             + "The run is waiting for approval of these tool calls:\n"
             + "\n".join(lines)
-            + f"\nTo continue, call resume_run with {_json(example)} (approve: false rejects a call)."
+            + f"\nTo continue, call resume_run with {_json(example)} (approve: false rejects a call"
+            + ("; a call whose outcome is unknown needs if_unknown: rerun or done)." if unknown else ").")
         )
     ids = {k: v for k, v in structured.items() if k != "response"}
     content = [text_block(_cap(text)), text_block(_json(ids))]

@@ -99,6 +99,15 @@ _RESUME_INPUT: dict[str, Any] = {
                         "description": "Remember the answer for this tool in this workspace.",
                     },
                     "reason": {"type": "string", "description": "Why it was rejected (the agent sees it)."},
+                    "if_unknown": {
+                        "type": "string",
+                        "enum": ["rerun", "done"],
+                        "description": (
+                            "Required to approve a call whose earlier attempt's outcome is unknown (it started and "
+                            "its end was never recorded): rerun runs it again, done records it as done without "
+                            "running it."
+                        ),
+                    },
                 },
                 "required": ["tool_call_id", "approve"],
                 "additionalProperties": False,

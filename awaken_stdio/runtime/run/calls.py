@@ -7,7 +7,7 @@ crash left it behind, the run ended) records it here, so state, tool message and
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -130,9 +130,11 @@ async def set_waiting(run: RunState) -> None:
     run.record.waiting = waiting_state(run)
 
 
-async def cancel_suspended(run: RunState, marker: str) -> None:
-    """Cancel every suspended call, answering each with ``marker`` so the model sees it settled."""
-    states, messages = cancelled_calls(run.suspended_calls(), run.run_id, marker)
+async def cancel_suspended(run: RunState, marker: str, *, keep: Collection[str] = ()) -> None:
+    """Cancel every suspended call but those in ``keep``, answering each with ``marker`` so the model sees it
+    settled."""
+    suspended = [s for s in run.suspended_calls() if s.call_id not in keep]
+    states, messages = cancelled_calls(suspended, run.run_id, marker)
     cmd = StateCommand()
     for s in states:
         cmd.update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(s))

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 import anyio
 
 from awaken_stdio.contract.activation import AgentRunResult
-from awaken_stdio.contract.errors import InvalidResume, ProviderError, VersionConflict
+from awaken_stdio.contract.errors import Fenced, InvalidResume, ProviderError, VersionConflict
 from awaken_stdio.contract.events import ErrorEvent, RunFinish, RunResult
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.mailbox import Fence
 from awaken_stdio.contract.messages import Message, TextBlock, valid_text
 from awaken_stdio.contract.state import PersistedState, Snapshot, StateCommand
 from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
@@ -84,7 +85,8 @@ def _record_at(run: RunState, end: EndOfStep, r: RunRecord) -> RunRecord:
     r.status = lifecycle.status if lifecycle.run_id else r.status
     if r.status != "waiting":
         r.waiting = None
-    r.status_reason = lifecycle.status_reason
+    ended = r.termination if lifecycle.status == "done" else None  # a result's words, not the lifecycle key's
+    r.status_reason = ended.done_reason if ended is not None else lifecycle.status_reason
     r.steps = end.steps
     r.usage = end.usage
     r.response = end.response or r.response
@@ -111,9 +113,9 @@ async def checkpoint(run: RunState, *, settles: bool = False) -> None:
 
         def after(loaded: LoadedThread | None) -> Checkpoint:  # another writer appended meanwhile: ours go after
             count = loaded.thread.message_count if loaded else 0
-            return Checkpoint(run.thread_id, count, new, record, thread_state, settle)
+            return Checkpoint(run.thread_id, count, new, record, thread_state, settle=settle, fence=run.fence)
 
-        first = Checkpoint(run.thread_id, run.stored_count, new, record, thread_state, settle)
+        first = Checkpoint(run.thread_id, run.stored_count, new, record, thread_state, settle=settle, fence=run.fence)
         written = await write_checkpoint(store, run.thread_id, after, first)
         run.written = upto
         run.stored_count = written.expected_message_count + len(new)
@@ -183,7 +185,9 @@ async def _write_behind(run: RunState, behind: WriteBehind) -> None:
                 end, behind.wanted = behind.wanted, None
                 new = run.messages[run.written : end.upto]
                 record, thread_state = _written_at(run, end, behind=True)
-                await run.store.checkpoint(Checkpoint(run.thread_id, run.stored_count, new, record, thread_state))
+                await run.store.checkpoint(
+                    Checkpoint(run.thread_id, run.stored_count, new, record, thread_state, fence=run.fence)
+                )
                 run.written = end.upto
                 run.stored_count += len(new)
         except Exception as exc:  # raised by the next flush, where the loop can fail the run
@@ -207,7 +211,7 @@ async def flush(run: RunState, *, superseded: bool = False) -> None:
     await behind.wait()
     error, behind.error = behind.error, None
     if error is not None and not isinstance(error, VersionConflict):
-        raise error
+        raise error  # ``Fenced`` among them: a holder that lost its claim goes no further
 
 
 async def write_checkpoint(
@@ -230,10 +234,10 @@ async def write_checkpoint(
     raise VersionConflict(f"thread {thread_id}", expected, None)
 
 
-async def cancel_stored(store: Store, run_id: str) -> AgentRunResult | None:
+async def cancel_stored(store: Store, run_id: str, fence: Fence | None = None) -> AgentRunResult | None:
     """End a run that waits in the store (or died running), where no process runs it, as cancelled: one checkpoint
     with each suspended call cancelled (a tool message saying so, as when a live run is cancelled) and the run done.
-    None when there is no such run or it is over already."""
+    None when there is no such run or it is over already. ``fence``: the claim the canceller holds."""
     record = await store.load_run(run_id)
     if record is None or record.status == "done":
         return None
@@ -253,7 +257,7 @@ async def cancel_stored(store: Store, run_id: str) -> AgentRunResult | None:
         states.update((s.call_id, s) for s in settled)
         extensions = {**state.extensions, TOOL_CALL_STATES.key: TOOL_CALL_STATES.encode(states)}
         new_state = PersistedState(state.revision + 1, extensions)
-        return Checkpoint(record.thread_id, loaded.thread.message_count, messages, record, new_state)
+        return Checkpoint(record.thread_id, loaded.thread.message_count, messages, record, new_state, fence=fence)
 
     await write_checkpoint(store, record.thread_id, cancelling, cancelling(loaded))
     return AgentRunResult(
@@ -276,7 +280,7 @@ async def _finish(run: RunState, termination: TerminationReason) -> None:
         run.partial_text = []
     if termination.type == "cancelled":
         await cancel_suspended(run, CANCELLED_WITH_RUN)
-    await run.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done(termination.done_reason)))
+    await run.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done(termination.lifecycle_reason)))
     run.engine.drop_pending()
     try:
         await run.engine.run_phase(Phase.RUN_END, run.ctx(Phase.RUN_END))
@@ -310,14 +314,17 @@ async def fail(run: RunState, error: BaseException) -> None:
     event (no RunFinish). Each part is best effort: the store or the sink may be what failed."""
     code = error.kind if isinstance(error, ProviderError) else type(error).__name__
     termination = TerminationReason.error(valid_text(str(error) or type(error).__name__))
-    try:
-        await run.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done(termination.done_reason)))
-        run.record.termination = termination
-        run.record.error = termination.done_reason
-        run.record.waiting = None
-        await checkpoint(run)
-    except Exception:
-        log.exception("could not record the failure of run %s", run.run_id)
+    if isinstance(error, Fenced):  # the run is another process's now: nothing of it is written from here
+        log.warning("run %s: %s", run.run_id, error)
+    else:
+        try:
+            await run.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done(termination.lifecycle_reason)))
+            run.record.termination = termination
+            run.record.error = termination.done_reason
+            run.record.waiting = None
+            await checkpoint(run)
+        except Exception:
+            log.exception("could not record the failure of run %s", run.run_id)
     try:
         await run.emit(ErrorEvent(termination.done_reason or "error", code))
         make = run.ctx(Phase.RUN_END)

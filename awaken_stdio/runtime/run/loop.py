@@ -92,7 +92,7 @@ class AgentLoop(RunState):
         resumed_targets = await self._prepare()
         if self.record.status == "waiting" or resumed_targets:
             await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_running()))
-        if self.reasked and not resumed_targets and self.suspended_calls():
+        if not resumed_targets and self.suspended_calls():  # still asked (an unknown outcome, a refused decision)
             self._append_input()
             outcome = await suspend_and_wait(self)
             if outcome is not None:
@@ -128,7 +128,10 @@ class AgentLoop(RunState):
         await self.commit(lifecycle)
         stale = await recover_effects(self)
         if a.has_visible_user_message and not a.decisions:
-            await cancel_suspended(self, SUPERSEDED)
+            # a new message supersedes what waited, but not a call whose outcome is unknown: the person is asked
+            # about it first (it may have had its effect), then the message is answered
+            unknown = {s.call_id for s in self.suspended_calls() if s.outcome_unknown}
+            await cancel_suspended(self, SUPERSEDED, keep=unknown)
         decisions = [(t, d) for t, d in a.decisions if d.decision_id not in stale]
         if decisions:
             targets = await apply_decisions(self, decisions)

@@ -32,7 +32,7 @@ async def recover_effects(run: RunState) -> set[str]:
     states = run.tool_states()
     with anyio.CancelScope(shield=True):
         started = [e.call_id for e in effects if e.status == "started"]
-        await run.ledger.mark_effects_unknown(run.thread_id, started, now_ms())
+        await run.ledger.mark_effects_unknown(run.thread_id, started, now_ms(), run.fence)
     for e in effects:
         state = states.get(e.call_id)
         if e.status == "unknown_after_crash" and state is not None and state.status == "suspended":

@@ -17,7 +17,7 @@ import anyio
 from awaken_stdio.contract.activation import EventSink, RunActivation
 from awaken_stdio.contract.events import AgentEvent, StateSnapshot
 from awaken_stdio.contract.lifecycle import TerminationReason
-from awaken_stdio.contract.mailbox import EffectRecord, MailboxStore
+from awaken_stdio.contract.mailbox import EffectRecord, Fence, MailboxStore
 from awaken_stdio.contract.messages import Message, ToolCall
 from awaken_stdio.contract.profile import ProfileAccess
 from awaken_stdio.contract.state import Snapshot, StateCommand
@@ -109,6 +109,7 @@ class RunState:
         self.ledger: MailboxStore | None = (
             store.mailbox if store is not None and not store.url.startswith("memory:") else None
         )
+        self.fence = Fence.of(activation.settle)  # the claim this run writes and acts under (None: not dispatched)
         self.open_effects = open_effects or []  # the ledger's open entries, read with the thread (``recover_effects``)
         self.behind: WriteBehind | None = None  # step checkpoints behind the loop (``AgentLoop.run``, durable stores)
         self.state = StateStore()

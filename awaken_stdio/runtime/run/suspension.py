@@ -19,6 +19,8 @@ from awaken_stdio.contract.messages import Message, ToolCall
 from awaken_stdio.contract.preview import bind
 from awaken_stdio.contract.state import StateCommand
 from awaken_stdio.contract.suspension import Decisions, ToolCallResume
+from awaken_stdio.contract.tools import ToolResult
+from awaken_stdio.runtime.executors import CallResult
 from awaken_stdio.runtime.plugins import Block, Phase, SetResult, Suspend
 from awaken_stdio.runtime.run.calls import AWAITING_APPROVAL, commit_call, set_waiting, suspend_call
 from awaken_stdio.runtime.run.finish import checkpoint
@@ -36,6 +38,8 @@ from awaken_stdio.runtime.runtime_keys import (
 __all__ = ["apply_decisions", "check_decisions", "replay", "suspend_and_wait"]
 
 log = logging.getLogger(__name__)
+# the result of a call whose earlier attempt's outcome was unknown, recorded as done by the person, not run again
+RECORDED_DONE = "Not run again: the earlier attempt was interrupted and the person recorded it as done."
 
 
 def check_decisions(run: RunState, decisions: Decisions) -> None:
@@ -62,6 +66,9 @@ async def apply_decisions(run: RunState, decisions: Decisions) -> list[str]:
             continue
         if state.status != "suspended" or state.call_id in targets:
             continue  # a duplicate delivery of an applied decision: idempotent
+        if decision.action == "resume" and decision.unknown is None and state.outcome_unknown:
+            log.warning("run %s: not running %s again without the person's choice", run.run_id, state.call_id)
+            continue  # the earlier attempt may have had its effect: it stays asked, "unknown" (``OutcomeUnknown``)
         status = "resuming" if decision.action == "resume" else "cancelled"
         # an approval holds for the preview stored with the question, unless its surface showed one worked out again
         decision = bind(decision, state.ticket.suspension.preview if state.ticket else None)
@@ -136,6 +143,9 @@ async def replay(run: RunState, targets: list[str]) -> TerminationReason | None:
         if state.status != "resuming":
             continue
         call = ToolCall(call_id, state.tool_name, state.arguments if isinstance(state.arguments, dict) else {})
+        if state.resume_input is not None and state.resume_input.unknown == "done":
+            await commit_call(run, CallResult(call, ToolResult.success(call.name, RECORDED_DONE)), resumed=True)
+            continue
         tool = run.tool(call.name)
         if tool is None:
             await commit_call(run, not_found(call), resumed=True)

@@ -8,6 +8,7 @@ The tool itself runs in :func:`execute_tool`, which a client's direct call outsi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from awaken_stdio.contract.errors import ToolError, ToolFailure
+from awaken_stdio.contract.errors import Fenced, ToolError, ToolFailure
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import EffectRecord
@@ -143,10 +144,11 @@ async def invoke(
         started = await _effect_started(run, call, tool, resume)
 
     try:
-        done = await execute_tool(tool, call.arguments, ctx, before=mark)
+        done = await execute_tool(tool, call.arguments, ctx, before=mark, passing=(Fenced,))
     except anyio.get_cancelled_exc_class():
         if started:  # cancelled with the run, in a live process: not an unknown outcome to ask about later
-            await _effect_finished(run, call, None)
+            with contextlib.suppress(Fenced):  # unless the run is another holder's now: its ledger, not ours
+                await _effect_finished(run, call, None)
         raise
     if started and done.result.is_pending:  # no result reaches the conversation: the mark settles the call
         await _effect_finished(run, call, done.result)
@@ -207,7 +209,7 @@ async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: Too
     decision = resume.decision_id if resume is not None else None
     record = EffectRecord(run.thread_id, call.id, run.run_id, call.name, call.arguments, decision_id=decision)
     with anyio.CancelScope(shield=True):
-        await run.ledger.effect_started(record)
+        await run.ledger.effect_started(record, run.fence)  # ``Fenced`` when this run's claim moved on: no effect
     return True
 
 
@@ -216,7 +218,7 @@ async def _effect_finished(run: RunState, call: ToolCall, result: ToolResult | N
     if run.ledger is not None:
         data = result.to_json() if result is not None else None
         with anyio.CancelScope(shield=True):
-            await run.ledger.effect_finished(run.thread_id, call.id, data, now_ms())
+            await run.ledger.effect_finished(run.thread_id, call.id, data, now_ms(), run.fence)
 
 
 async def after_tool(

@@ -104,7 +104,11 @@ def test_a_call_asked_again_after_a_crash_says_its_outcome_is_unknown() -> None:
     assert "unknown" not in _ticket_question(first, result)
     wire = run_result(result)
     assert wire["structuredContent"]["pending"][0]["reason"] == note
-    assert note in wire["content"][0]["text"] and wire["content"][0]["text"].count("unknown") == 1
+    text = wire["content"][0]["text"]
+    assert note in text and text.count(note) == 1  # said once, beside its call
+    assert [p.get("outcome") for p in wire["structuredContent"]["pending"]] == ["unknown", None]
+    # the example decision chooses explicitly for the unknown call, and the text says a choice is needed
+    assert '"if_unknown": "rerun"' in text and "needs if_unknown: rerun or done" in text
 
 
 def test_a_failed_run_says_why() -> None:
