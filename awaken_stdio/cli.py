@@ -12,13 +12,14 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from awaken_stdio.contract.ids import iso_ms
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App
+    from awaken_stdio.contract.preview import ToolPreview
     from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store
 
 __all__ = ["main"]
@@ -98,6 +99,13 @@ def _add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("id", help="the run id (or a unique prefix of it)")
     p.add_argument("--call", metavar="C", help="only this pending call (default: every pending call)")
     p.add_argument("--always", action="store_true", help="remember the approval for this tool in this workspace")
+    unknown = p.add_mutually_exclusive_group()
+    unknown.add_argument(
+        "--rerun", action="store_true", help="a call whose earlier attempt's outcome is unknown: run it again"
+    )
+    unknown.add_argument(
+        "--done", action="store_true", help="a call whose earlier attempt's outcome is unknown: record it as done"
+    )
     p = runs.add_parser(
         "reject", help="reject a waiting run's pending calls; the run goes on without them", parents=[common]
     )
@@ -282,8 +290,9 @@ def _table(rows: list[list[str]], header: list[str]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
-def run_json(run: RunRecord) -> dict[str, Any]:
-    """The stable JSON form of ``runs list --json`` (DESIGN section 5)."""
+def run_json(run: RunRecord, unknown: Collection[str] = ()) -> dict[str, Any]:
+    """The stable JSON form of ``runs list --json`` (DESIGN section 5); ``unknown``: the pending calls whose earlier
+    attempt's outcome is unknown (``outcome_unknown``), marked ``"outcome": "unknown"``."""
     pending = []
     if run.waiting is not None:
         pending = [
@@ -292,6 +301,7 @@ def run_json(run: RunRecord) -> dict[str, Any]:
                 "tool": t.tool_name,
                 "arguments": t.arguments,
                 "reason": t.message or t.reason,
+                **({"outcome": "unknown"} if t.tool_call_id in unknown else {}),
             }
             for t in run.waiting.tickets
         ]
@@ -335,7 +345,7 @@ async def _runs_list(args: argparse.Namespace, store: Store) -> int:
             break
     runs = runs[: args.limit]
     if args.json:
-        _print_json([run_json(r) for r in runs])
+        _print_json([run_json(r, await _unknown(store, r)) for r in runs])
         return 0
     rows = [
         [r.run_id, r.display_status, r.agent_id, iso_ms(r.updated_at), str(len(run_json(r)["pending"]))] for r in runs
@@ -344,15 +354,24 @@ async def _runs_list(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
+async def _unknown(store: Store, run: RunRecord) -> list[str]:
+    """The run's pending calls whose outcome is unknown, by the rule every decider reads."""
+    from awaken_stdio.app.claims import unknown_calls
+    from awaken_stdio.contract.ids import now_ms
+
+    return await unknown_calls(store.mailbox, run, now_ms())
+
+
 @_with_store
 async def _runs_show(args: argparse.Namespace, store: Store) -> int:
     run = _found(await store.load_run(args.id), f"run {args.id}")
-    data = run_json(run)
+    data = run_json(run, await _unknown(store, run))
     previews = [t.preview for t in run.waiting.tickets] if run.waiting else []
+    stale = [await _stale(p) if p is not None else None for p in previews]
     if args.json:  # each pending call with what approving it would do (its whole diff), when the tool could tell
-        for pending, preview in zip(data["pending"], previews, strict=True):
+        for pending, preview, why in zip(data["pending"], previews, stale, strict=True):
             if preview is not None:
-                pending["preview"] = preview.to_json()
+                pending["preview"] = preview.to_json() | ({"stale": why} if why else {})
         _print_json({**data, "steps": run.steps, "usage": run.usage.to_json(), "response": run.response})
         return 0
     for key in ("run_id", "thread_id", "session_id", "agent_id", "status", "created_at", "updated_at"):
@@ -362,12 +381,40 @@ async def _runs_show(args: argparse.Namespace, store: Store) -> int:
         _print_field("response", run.response)
     if run.error:
         _print_field("error", run.error)
-    for p, preview in zip(data["pending"], previews, strict=True):
+    for p, preview, why in zip(data["pending"], previews, stale, strict=True):
         args_text = json.dumps(p["arguments"], ensure_ascii=False)
         print(f"pending     {p['tool_call_id']}  {p['tool']} {args_text}  ({p['reason']})")
-        if preview is not None and (summary := preview.summary()):
+        if p.get("outcome") == "unknown":
+            print(f"            {UNKNOWN_HINT.format(run=run.run_id)}")
+        summary = f"stale: {why}" if why else preview.summary() if preview is not None else ""
+        if summary:
             print("\n".join(f"            {line}" for line in summary.splitlines()))
     return 0
+
+
+async def _stale(preview: ToolPreview) -> str | None:
+    """Why ``preview`` no longer shows what approving would do (a file it changes holds other text now, on this
+    machine's disk), or ``None``: its diff is printed only while it is current."""
+    from pathlib import Path
+
+    from awaken_stdio.contract.errors import ToolError
+    from awaken_stdio.tools.local_fs import LocalFileSystem
+
+    fs = LocalFileSystem()
+    changed: list[str] = []
+    for change in preview.changes:
+        path = Path(change.path)
+        try:
+            same = (await fs.read_text(path)).text == change.old_text
+        except ToolError as exc:  # gone (the diff assumed it was there), or unreadable now
+            same = exc.kind == "not_found" and change.old_text is None
+        if not same:
+            cwd = preview.cwd
+            changed.append(str(path.relative_to(cwd)) if cwd and path.is_relative_to(cwd) else change.path)
+    if not changed:
+        return None
+    files = ", ".join(changed)
+    return f"{files} changed since this diff was shown; approving will ask again with the diff as it is then"
 
 
 @_with_store
@@ -432,8 +479,14 @@ def _with_app(fn: Callable[[argparse.Namespace, App], Awaitable[int]]) -> Callab
     return run
 
 
+UNKNOWN_HINT = (
+    "its outcome is unknown: `awaken-stdio runs approve {run} --rerun` runs it again, `--done` records it as "
+    "done without running it, `awaken-stdio runs reject {run}` skips it"
+)
+
+
 async def _decide(args: argparse.Namespace, app: App, approve: bool) -> int:
-    from awaken_stdio.contract.errors import DecisionTargetNotFound
+    from awaken_stdio.contract.errors import DecisionTargetNotFound, OutcomeUnknown, RunError
     from awaken_stdio.contract.suspension import ToolCallResume
 
     run = await app.waiting_run(args.id)  # says who decided it, when a decision did
@@ -442,10 +495,14 @@ async def _decide(args: argparse.Namespace, app: App, approve: bool) -> int:
     if not tickets:
         raise DecisionTargetNotFound(str(args.call))
     if approve:
-        decisions = [(t.ticket_id, ToolCallResume.approve(always=args.always)) for t in tickets]
+        unknown = "rerun" if args.rerun else "done" if args.done else None
+        decisions = [(t.ticket_id, ToolCallResume.approve(always=args.always, unknown=unknown)) for t in tickets]
     else:
         decisions = [(t.ticket_id, ToolCallResume.reject(args.reason)) for t in tickets]
-    result = await app.decide(args.id, decisions, origin="cli")  # DecisionSuperseded (exit 2) names the winner
+    try:  # DecisionSuperseded (exit 2) names the winner
+        result = await app.decide(args.id, decisions, origin="cli")
+    except OutcomeUnknown as exc:
+        raise OutcomeUnknown(exc.run_id, exc.calls, UNKNOWN_HINT.format(run=exc.run_id)) from None
     verb = "approved" if approve else "rejected"
     calls = ", ".join(t.tool_call_id for t in tickets)
     if result is None:
@@ -453,6 +510,11 @@ async def _decide(args: argparse.Namespace, app: App, approve: bool) -> int:
         who = f" ({holder})" if holder else ""
         print(f"{verb} {calls}; the process holding run {args.id}{who} continues it", file=sys.stderr)
         return 0
+    decided = {t.tool_call_id for t in tickets}
+    if again := [t for t in result.pending if t.tool_call_id in decided]:  # it did not run: it is asked again
+        if approve and any(t.outcome_unknown for t in again):  # its outcome became unknown meanwhile
+            raise OutcomeUnknown(args.id, [t.tool_call_id for t in again], UNKNOWN_HINT.format(run=args.id))
+        raise RunError(f"run {args.id} waits again for {again[0].tool_call_id}: {again[0].message}")
     print(f"{verb} {calls}; run {args.id} is {result.status}")
     if result.response:
         print(result.response)
@@ -474,6 +536,7 @@ async def _runs_cancel(args: argparse.Namespace, app: App) -> int:
     from awaken_stdio.contract.errors import InvalidResume
 
     if not await app.cancel(args.id):
+        await app.waiting_run(args.id)  # over already: names the decision that ended it, and who gave it
         run = await app.store.load_run(args.id)
         raise InvalidResume(f"run {args.id} is not running or waiting ({run.display_status if run else 'unknown'})")
     print(f"cancelled run {args.id}", file=sys.stderr)
@@ -481,18 +544,23 @@ async def _runs_cancel(args: argparse.Namespace, app: App) -> int:
 
 
 def _tools_list(args: argparse.Namespace) -> int:
-    """Every tool an agent can be given: built-ins, ``@tool`` modules, entry points, configured MCP servers."""
+    """Every tool an agent can be given: built-ins, ``@tool`` modules, entry points, configured MCP servers; those
+    ready within the loading bound (``app/loading.py``), and one stderr line for each module or server that is not."""
     import anyio
 
     from awaken_stdio.app.app import load_settings, open_app
 
     settings = load_settings(args.config, "memory://")
 
-    async def collect() -> list[Any]:
+    async def collect() -> tuple[list[Any], list[str]]:
         async with open_app(settings, serve=False) as app:
-            return sorted((t.descriptor for t in app.runtime.tools.values()), key=lambda d: d.name)
+            await app.loading.settle()
+            tools = sorted((t.descriptor for t in app.runtime.tools.values()), key=lambda d: d.name)
+            return tools, list(app.loading.problems)
 
-    descriptors = anyio.run(collect)
+    descriptors, problems = anyio.run(collect)
+    for problem in problems:
+        print(f"{PROG}: warning: {problem}", file=sys.stderr)
     if args.json:
         _print_json(
             [

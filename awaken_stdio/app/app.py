@@ -164,6 +164,11 @@ class App:
         (then the run goes on with that decision and this returns False)."""
         return await self.mailbox.dismiss(run_id)
 
+    async def release(self, run_id: str) -> bool:
+        """A run waiting here whose question could not be put to anyone (the editor has no dialog): stop holding it,
+        so it stays waiting, decidable from any surface. False when a decision took it over first."""
+        return await self.mailbox.release(run_id)
+
     # -- calls outside any agent run (an MCP client's direct ``tools/call``) ----------------------------------------
 
     def direct_context(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -168,7 +169,9 @@ class Chat:
         if not isinstance(params, dict) or self._interrupted:
             return _CANCELLED
         title = self.view.question(params.get("toolCall") or {})
-        options = {o.get("kind"): o.get("optionId") for o in params.get("options", [])}
+        options: dict[str, str] = {}
+        for option in params.get("options", []):  # the first of a kind: "yes" to an unknown outcome runs it again
+            options.setdefault(option.get("kind"), option.get("optionId"))
         try:
             with anyio.CancelScope() as self._question:
                 while True:
@@ -241,8 +244,16 @@ class AgentLog:
 
 
 async def _chat(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
     cwd = _demo_workspace() if args.demo else os.getcwd()
+    try:
+        return await _chat_in(args, cwd)
+    finally:
+        if args.demo:  # the tour's copy of its sample project: nothing in it is the person's
+            shutil.rmtree(cwd, ignore_errors=True)
+
+
+async def _chat_in(args: argparse.Namespace, cwd: str) -> int:
+    console = Console(highlight=False)
     view = View(console, cwd)
     commands = Commands()
     terminal = sys.stdin.isatty() and sys.stdout.isatty()

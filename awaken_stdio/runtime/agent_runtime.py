@@ -23,17 +23,19 @@ from awaken_stdio.contract.errors import (
     ConfigError,
     InvalidResume,
     ThreadAlreadyRunning,
+    UnknownKey,
 )
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.inference import LlmExecutor, TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.mailbox import Fence
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
 from awaken_stdio.contract.suspension import Decisions, ToolCallResume
 from awaken_stdio.contract.tools import CancelToken, Tool
 from awaken_stdio.runtime.compaction import CompactionPolicy, CompactionResult, Compactor, model_view
 from awaken_stdio.runtime.plugins import Plugin
-from awaken_stdio.runtime.resolve import ResolvedAgent, resolve_agent
+from awaken_stdio.runtime.resolve import ResolvedAgent, check_plugins, explain_unknown_key, resolve_agent
 from awaken_stdio.runtime.run.finish import cancel_stored, write_checkpoint
 from awaken_stdio.runtime.run.loop import AgentLoop
 from awaken_stdio.runtime.run.suspension import check_decisions
@@ -60,6 +62,10 @@ class AgentRuntime:
 
     ``models`` maps a model id to an executor, or to ``(executor, upstream_model_name)``. Without a ``store`` the
     runtime keeps everything in memory.
+
+    The registrations are checked (:meth:`check`) before the first run after any of them changed, and by the
+    constructor when it is given both agents and plugins: a plugin that no agent names, or a name no registered
+    plugin has, is a ``ConfigError`` rather than a plugin that silently does nothing.
     """
 
     def __init__(
@@ -84,6 +90,8 @@ class AgentRuntime:
         self.plugins: list[Plugin] = []
         self.default_agent = default_agent
         self._resolved: dict[str, ResolvedAgent] = {}
+        self._resolved_from: dict[str, tuple[Any, ...]] = {}  # what each resolution read from its agent's spec
+        self._checked = False
         self._compactors: dict[str, tuple[ResolvedAgent, Compactor]] = {}  # by agent, while it resolves the same
         self._active: dict[str, _ActiveRun] = {}
         for spec in agents:
@@ -97,12 +105,14 @@ class AgentRuntime:
             self.add_tool(tool)
         for plugin in plugins:
             self.add_plugin(plugin)
+        if self.agents and self.plugins:
+            check_plugins(self)
 
     # -- registries ---------------------------------------------------------------------------------------------
 
     def add_agent(self, spec: AgentSpec) -> AgentRuntime:
         self.agents[spec.id] = spec
-        self._resolved.clear()
+        self._changed()
         return self
 
     def add_model(
@@ -111,7 +121,7 @@ class AgentRuntime:
         self.models[model_id] = (executor, model_name or model_id)
         if spec is not None:
             self.model_specs[model_id] = spec
-        self._resolved.clear()
+        self._changed()
         return self
 
     def add_tool(self, tool: Tool, *, replace: bool = False) -> AgentRuntime:
@@ -120,23 +130,56 @@ class AgentRuntime:
 
             raise ToolAlreadyRegistered(tool.name)
         self.tools[tool.name] = tool
-        self._resolved.clear()
+        self._changed()
         return self
 
     def remove_tool(self, name: str) -> None:
         if self.tools.pop(name, None) is not None:
-            self._resolved.clear()
+            self._changed()
 
     def add_plugin(self, plugin: Plugin) -> AgentRuntime:
-        """Register ``plugin``: active for the agents whose ``plugins`` name it, or for all if ``always_active``."""
+        """Register ``plugin``: active for the agents whose ``plugins`` name it, or for all if ``always_active``.
+
+        Runs started from now on use it; a run in flight keeps the plugins it started with."""
+        if any(p.name == plugin.name for p in self.plugins):
+            raise ConfigError(f"a plugin named {plugin.name!r} is already registered (a plugin's name is its id)")
         self.plugins.append(plugin)
-        self._resolved.clear()
+        self._changed()
         return self
 
+    def remove_plugin(self, name: str) -> None:
+        """Unregister the plugin ``name``; agents still naming it fail their next run, saying so."""
+        if any(p.name == name for p in self.plugins):
+            self.plugins = [p for p in self.plugins if p.name != name]
+            self._changed()
+
+    def _changed(self) -> None:
+        self._resolved.clear()
+        self._checked = False
+
+    def check(self) -> None:
+        """Raise the first problem of the registrations: a plugin no agent uses, a plugin name no registered plugin
+        has, an agent that does not resolve (a model or delegate not defined, two of its plugins registering one
+        key, ...). Runs by itself before the first run after a change; call it to fail at start-up instead."""
+        self._changed()
+        check_plugins(self)
+        for agent_id in self.agents:
+            self._resolve(agent_id)
+        self._checked = True
+
     def resolve(self, agent_id: str) -> ResolvedAgent:
+        """Everything a run of ``agent_id`` uses. Re-resolved when its spec changed since (its plugins, tools,
+        model...: an ``AgentSpec`` is mutable), so such a change applies to the next run."""
         resolved = self._resolved.get(agent_id)
-        if resolved is None:
-            resolved = self._resolved[agent_id] = resolve_agent(self, agent_id, self.run)
+        if resolved is None or self._resolved_from[agent_id] != _resolved_from(self.agents.get(agent_id)):
+            if resolved is not None or not self._checked:
+                self.check()  # a changed spec may leave a plugin unused, or name one not registered
+            resolved = self._resolved.get(agent_id) or self._resolve(agent_id)
+        return resolved
+
+    def _resolve(self, agent_id: str) -> ResolvedAgent:
+        resolved = self._resolved[agent_id] = resolve_agent(self, agent_id, self.run)
+        self._resolved_from[agent_id] = _resolved_from(resolved.spec)
         return resolved
 
     def default_agent_id(self) -> str:
@@ -175,7 +218,10 @@ class AgentRuntime:
             if active.cancel_requested:
                 loop.cancel.cancel()
                 loop.cancel_scope.cancel()
-            return await loop.run()
+            try:
+                return await loop.run()
+            except UnknownKey as exc:  # the state engine knows the key's name only: say whose key it is
+                raise UnknownKey(exc.key, explain_unknown_key(self, loop.agent.id, exc.key)) from exc
         finally:
             if active.send is not None and active.receive is not None:
                 active.send.close()
@@ -375,10 +421,11 @@ class AgentRuntime:
             active.loop.cancel_scope.cancel()
         return True
 
-    async def cancel_waiting(self, run_id: str) -> AgentRunResult | None:
+    async def cancel_waiting(self, run_id: str, fence: Fence | None = None) -> AgentRunResult | None:
         """End a run that waits in the store (or died running) and that no process runs, as cancelled, its
-        suspended calls answered as a live run's are. None when the run does not exist or is over already."""
-        return await cancel_stored(self.store, run_id)
+        suspended calls answered as a live run's are. None when the run does not exist or is over already.
+        ``fence``: the claim the canceller holds (its write commits only while it is current)."""
+        return await cancel_stored(self.store, run_id, fence)
 
     async def cancel_and_wait(self, thread_id: str, timeout_s: float = 5.0) -> bool:
         active = self._active.get(thread_id)
@@ -406,6 +453,14 @@ class AgentRuntime:
         for thread_id in list(self._active):
             await self.cancel_and_wait(thread_id)
         await self.store.aclose()
+
+
+def _resolved_from(spec: AgentSpec | None) -> tuple[Any, ...]:
+    """What a resolution reads from the spec, to see whether the spec changed since (its lists are mutable)."""
+    if spec is None:
+        return ()
+    lists = (spec.tools, spec.excluded_tools, spec.delegates, spec.plugins, spec.active_hook_filter)
+    return (id(spec), spec.model, *(tuple(items) for items in lists))
 
 
 def _persisted_agent(loaded: LoadedThread | None) -> str | None:

@@ -95,7 +95,7 @@ MetricsEvent = InferenceEvent | ToolEvent
 class AgentMetrics:
     """A run's aggregate, delivered once it ends (or stops to wait for a person: ``status == "waiting"``).
 
-    ``status`` is the run's ``status_reason`` (``natural``, ``cancelled``, ``blocked: <r>``, ``stopped: <code>``),
+    ``status`` is the run-lifecycle reason (``natural``, ``cancelled``, ``blocked:<r>``, ``stopped:<code>``),
     ``waiting`` or ``error``; ``errors`` counts failed inferences and failed tool calls.
     """
 
@@ -257,7 +257,7 @@ def _otlp_exporter(protocol: str) -> Any:
                 OTLPSpanExporter,  # not in the otel extra: the user installs it to export
             )
         else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # pyright: ignore[reportMissingImports]
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
                 OTLPSpanExporter,
             )
     except ImportError:

@@ -7,7 +7,9 @@ registrations of every plugin an agent uses into that run's state store and phas
 A plugin registered on the runtime is *active* for an agent when the agent lists its name in ``AgentSpec.plugins``
 (as the docs' agents list ``plugin_ids``) or when the plugin is ``always_active`` (the runtime's own: permission,
 observability, handoff). Only active plugins contribute hooks, gates, request transforms and tools to the agent's
-runs; a non-empty ``AgentSpec.active_hook_filter`` narrows those contributions to the plugins it names.
+runs; a non-empty ``AgentSpec.active_hook_filter`` narrows those contributions to the plugins it names. A registered
+plugin that no agent names, or a name that no registered plugin has, is a ``ConfigError`` before anything runs
+(``AgentRuntime.check``): a plugin that silently did nothing would leave its gates unguarded.
 """
 
 from __future__ import annotations
@@ -128,9 +130,13 @@ EffectHandler = Callable[[Any, Snapshot], Awaitable[None]]
 
 @dataclass(slots=True)
 class PluginRegistrar:
-    """Collects a plugin's registrations; duplicates are errors, never silent overrides."""
+    """Collects a plugin's registrations; duplicates are errors, never silent overrides.
+
+    ``agent_id`` is the agent whose plugins are being installed: an error about a key names it and both plugins.
+    """
 
     plugin_id: str = ""
+    agent_id: str = ""
     keys: list[StateKey[Any, Any]] = field(default_factory=list)
     profile_keys: list[ProfileKey[Any]] = field(default_factory=list)
     hooks: list[tuple[str, Phase, PhaseHook]] = field(default_factory=list)
@@ -141,17 +147,29 @@ class PluginRegistrar:
     actions: dict[str, tuple[Phase, ScheduledActionHandler]] = field(default_factory=dict)
     effects: dict[str, EffectHandler] = field(default_factory=dict)
     key_owner: dict[str, str] = field(default_factory=dict)
+    profile_key_owner: dict[str, str] = field(default_factory=dict)
 
     def register_key(self, key: StateKey[Any, Any]) -> None:
-        if any(k.key == key.key for k in self.keys):
-            raise KeyAlreadyRegistered(key.key)
+        if key.key in self.key_owner:
+            raise KeyAlreadyRegistered(key.key, self._clash(self.key_owner[key.key]))
         self.keys.append(key)
         self.key_owner[key.key] = self.plugin_id
 
     def register_profile_key(self, key: ProfileKey[Any]) -> None:
-        if any(k.namespace == key.namespace for k in self.profile_keys):
-            raise KeyAlreadyRegistered(key.namespace)
+        if key.namespace in self.profile_key_owner:
+            raise KeyAlreadyRegistered(key.namespace, self._clash(self.profile_key_owner[key.namespace]))
         self.profile_keys.append(key)
+        self.profile_key_owner[key.namespace] = self.plugin_id
+
+    def _clash(self, first: str) -> str:
+        """Who registers a key twice (nothing to say for a registrar used outside plugins)."""
+        if not (first or self.plugin_id):
+            return ""
+        if first == self.plugin_id:
+            who = f"plugin {first!r} registers it twice"
+        else:
+            who = f"plugins {first!r} and {self.plugin_id!r} both register it"
+        return f"{who}, for agent {self.agent_id!r}" if self.agent_id else who
 
     def phase_hook(self, phase: Phase, hook: PhaseHook) -> None:
         self.hooks.append((self.plugin_id, Phase(phase), hook))

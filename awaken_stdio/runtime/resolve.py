@@ -19,7 +19,15 @@ from awaken_stdio.runtime.delegation import AgentTool, RunAgent
 from awaken_stdio.runtime.phases import index_hooks
 from awaken_stdio.runtime.plugins import Phase, PhaseHook, Plugin, PluginRegistrar
 
-__all__ = ["Registry", "ResolvedAgent", "active_plugins", "matches_any", "resolve_agent"]
+__all__ = [
+    "Registry",
+    "ResolvedAgent",
+    "active_plugins",
+    "check_plugins",
+    "explain_unknown_key",
+    "matches_any",
+    "resolve_agent",
+]
 
 
 class Registry(Protocol):
@@ -67,7 +75,7 @@ def resolve_agent(runtime: Registry, agent_id: str, run: RunAgent) -> ResolvedAg
         raise ConfigError(f"agent {agent_id!r} uses model {spec.model!r}, which is not defined")
     executor, model_name = model
 
-    registrar = PluginRegistrar()
+    registrar = PluginRegistrar(agent_id=agent_id)
     plugins = active_plugins(runtime.plugins, spec)
     for plugin in plugins:
         registrar.install(plugin)
@@ -103,9 +111,53 @@ def active_plugins(registered: Sequence[Plugin], spec: AgentSpec) -> list[Plugin
     known = {p.name for p in registered}
     for name in spec.plugins:
         if name not in known:
-            raise ConfigError(f"agent {spec.id!r} uses plugin {name!r}, which is not registered on the runtime")
+            others = ", ".join(sorted(repr(n) for n in known)) or "none"
+            raise ConfigError(
+                f"agent {spec.id!r} uses plugin {name!r}, which is not registered on the runtime (registered: "
+                f"{others}); register it with AgentRuntime(plugins=[...]) or runtime.add_plugin(...)"
+            )
     listed = set(spec.plugins)
     return [p for p in registered if p.always_active or p.name in listed]
+
+
+def check_plugins(runtime: Registry) -> None:
+    """Every plugin an agent names is registered, and every registered plugin applies to some agent.
+
+    A plugin no agent uses would do nothing, silently: its gates would guard nothing and its keys would not exist.
+    That is always a mistake (often a forgotten ``plugins=[...]``), so it is an error, not a warning a library's
+    caller may never see.
+    """
+    for spec in runtime.agents.values():
+        active_plugins(runtime.plugins, spec)
+    used = {name for spec in runtime.agents.values() for name in spec.plugins}
+    for plugin in runtime.plugins:
+        if not plugin.always_active and plugin.name not in used:
+            name = plugin.name
+            raise ConfigError(
+                f"plugin {name!r} is registered but no agent uses it, so it would do nothing: name it in an "
+                f"agent's plugins (AgentSpec(plugins=[{name!r}]), or plugins = [{name!r}] in [agents.<id>] of the "
+                "config), or make it always_active"
+            )
+
+
+def explain_unknown_key(runtime: Registry, agent_id: str, key: str) -> str:
+    """Why agent ``agent_id``'s run does not know the state key ``key``: which plugin registers it, if any."""
+    spec = runtime.agents.get(agent_id)
+    active = {p.name for p in active_plugins(runtime.plugins, spec)} if spec is not None else set[str]()
+    for plugin in runtime.plugins:
+        if plugin.name in active:
+            continue
+        scratch = PluginRegistrar()
+        try:
+            scratch.install(plugin)
+        except Exception:  # only a hint: a plugin that cannot register alone is no owner we can name
+            continue
+        if key in scratch.key_owner:
+            return (
+                f"plugin {plugin.name!r} registers it, and agent {agent_id!r} does not use that plugin: add "
+                f"{plugin.name!r} to the agent's plugins"
+            )
+    return f"no plugin that agent {agent_id!r} uses registers it"
 
 
 def _tool_json(tool: Tool) -> dict[str, Any]:

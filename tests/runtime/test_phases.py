@@ -358,11 +358,15 @@ async def noop_effect(_payload: Any, _snapshot: Snapshot) -> None:
 @pytest.mark.parametrize(
     ("register", "error", "message"),
     [
-        (lambda r: r.register_key(StateKey("dup")), KeyAlreadyRegistered, "key already registered: dup"),
+        (
+            lambda r: r.register_key(StateKey("dup")),
+            KeyAlreadyRegistered,
+            "key already registered: dup (plugins 'first' and 'second' both register it)",
+        ),
         (
             lambda r: r.register_profile_key(ProfileKey("locale")),
             KeyAlreadyRegistered,
-            "key already registered: locale",
+            "key already registered: locale (plugins 'first' and 'second' both register it)",
         ),
         (lambda r: r.register_tool(echo), ToolAlreadyRegistered, "tool already registered: echo"),
         (

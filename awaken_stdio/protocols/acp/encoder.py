@@ -9,7 +9,7 @@ One mapping serves the live stream (``TurnEncoder``, fed the events of a run) an
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 from awaken_stdio.contract.content import to_wire
@@ -18,6 +18,7 @@ from awaken_stdio.contract.events import (
     AgentEvent,
     InferenceComplete,
     ReasoningDelta,
+    RunFinish,
     TextDelta,
     ToolCallDone,
     ToolCallReady,
@@ -37,6 +38,7 @@ DescriptorLookup = Callable[[str], ToolDescriptor | None]
 _PLAN_TOOL = "update_plan"
 _TITLE_ARGS = ("path", "command", "pattern", "url", "query")  # the argument that best names what a call does
 _TITLE_LIMIT = 80
+_INTERRUPTED = "Interrupted before it finished."  # a call its run stopped (cancelled, or the process died)
 _STOP_CODES = {
     "max_rounds": "max_turn_requests",
     "timeout": "max_turn_requests",
@@ -156,12 +158,13 @@ def _payload_text(payload: Any) -> str:
 class TurnEncoder:
     """Turns the events of one prompt turn into updates; remembers what it needs across events (call names)."""
 
-    __slots__ = ("_calls", "_context_window", "_lookup", "show_thoughts")
+    __slots__ = ("_calls", "_context_window", "_lookup", "_open", "show_thoughts")
 
     def __init__(self, lookup: DescriptorLookup, context_window: int, *, show_thoughts: bool = True) -> None:
         self._lookup = lookup
         self._context_window = context_window
         self._calls: dict[str, tuple[str, Any]] = {}  # call id -> (tool name, arguments)
+        self._open: set[str] = set()  # calls started and not finished (running or waiting for a decision)
         self.show_thoughts = show_thoughts
 
     def call(self, call_id: str) -> tuple[str, Any] | None:
@@ -178,11 +181,13 @@ class TurnEncoder:
         if kind is ToolCallStart:
             assert isinstance(event, ToolCallStart)
             self._calls[event.id] = (event.name, None)
+            self._open.add(event.id)
             return [tool_call(event.id, event.name, None, self._lookup(event.name))]
         if kind is ToolCallReady:
             assert isinstance(event, ToolCallReady)
             known = event.id in self._calls
             self._calls[event.id] = (event.name, event.arguments)
+            self._open.add(event.id)
             descriptor = self._lookup(event.name)
             if not known:
                 return [tool_call(event.id, event.name, event.arguments, descriptor, status="in_progress")]
@@ -213,6 +218,9 @@ class TurnEncoder:
             if event.activity_type == TERMINAL_ACTIVITY:  # embedded while it runs: the editor shows its output
                 update["content"] = [{"type": "terminal", "terminalId": event.content["terminal_id"]}]
             return [update]
+        if kind is RunFinish:
+            assert isinstance(event, RunFinish)
+            return self._finish(event.termination)
         if kind is InferenceComplete:
             assert isinstance(event, InferenceComplete)
             if event.usage is None:
@@ -221,9 +229,18 @@ class TurnEncoder:
             return [{"sessionUpdate": "usage_update", "used": used, "size": max(self._context_window, used)}]
         return []
 
+    def _finish(self, termination: TerminationReason) -> list[dict[str, Any]]:
+        """A cancelled run settles the calls it left open as failed, as its stored conversation replays them."""
+        if termination.type != "cancelled":
+            return []
+        updates = [_interrupted(call_id) for call_id in sorted(self._open)]
+        self._open.clear()
+        return updates
+
     def _done(self, call_id: str, result: ToolResult, outcome: str) -> list[dict[str, Any]]:
         if outcome == "suspended":
             return [{"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "pending"}]
+        self._open.discard(call_id)
         failed = outcome == "failed"
         update = {
             "sessionUpdate": "tool_call_update",
@@ -239,6 +256,7 @@ class TurnEncoder:
         return updates
 
     def _resumed(self, event: ToolCallResumed) -> list[dict[str, Any]]:
+        self._open.discard(event.target_id)
         payload = event.result
         failed = event.outcome == "failed"
         data, metadata = payload, None
@@ -272,13 +290,17 @@ def _chunk(kind: str, text: str, message_id: str | None) -> dict[str, Any]:
     return update
 
 
-def replay(messages: list[Message], lookup: DescriptorLookup) -> Iterator[dict[str, Any]]:
-    """The updates that show a stored conversation: chunks, thoughts, tool calls with their final status.
+def replay(messages: list[Message], lookup: DescriptorLookup, open_runs: Collection[str]) -> Iterator[dict[str, Any]]:
+    """The updates that show a stored conversation: chunks, thoughts, tool calls with their final status, as they
+    were live.
 
     A tool message's status is ``failed`` for the runtime's own markers (interrupted, superseded, cancelled) and
-    when its metadata says so, else ``completed``.
+    when its metadata says so (a failed or rejected call), else ``completed``. A call with no result whose run is
+    over (not in ``open_runs``: it was cancelled, or its process died) failed; one whose run is still open stays
+    ``pending``: it waits for a decision (or for one about its unknown outcome, after a crash).
     """
     calls: dict[str, tuple[str, Any]] = {}
+    unanswered: dict[str, str | None] = {}  # call id -> its run
     for m in messages:
         if m.role == "user" and not m.internal:
             for block in m.content:
@@ -295,8 +317,10 @@ def replay(messages: list[Message], lookup: DescriptorLookup) -> Iterator[dict[s
                 yield _chunk("agent_message_chunk", m.text, m.id)
             for call in m.tool_calls:
                 calls[call.id] = (call.name, call.arguments)
+                unanswered[call.id] = m.run_id
                 yield tool_call(call.id, call.name, call.arguments, lookup(call.name))
         elif m.role == "tool" and m.tool_call_id is not None:
+            unanswered.pop(m.tool_call_id, None)
             failed = m.internal or (m.metadata or {}).get("status") == "failed"
             update: dict[str, Any] = {
                 "sessionUpdate": "tool_call_update",
@@ -310,3 +334,13 @@ def replay(messages: list[Message], lookup: DescriptorLookup) -> Iterator[dict[s
                 plan = _plan(args.get("entries"))
                 if plan is not None:
                     yield plan
+    yield from (_interrupted(call_id) for call_id, run in unanswered.items() if run not in open_runs)
+
+
+def _interrupted(call_id: str) -> dict[str, Any]:
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": call_id,
+        "status": "failed",
+        "content": [_text_content(_INTERRUPTED)],
+    }

@@ -28,7 +28,6 @@ from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.stores import SessionRecord
 from awaken_stdio.protocols.acp import commands
 from awaken_stdio.protocols.acp.codes import RESOURCE_NOT_FOUND, auth_required
-from awaken_stdio.protocols.acp.encoder import replay
 from awaken_stdio.protocols.acp.sessions import (
     MODES,
     THOUGHTS_OPTION,
@@ -36,6 +35,7 @@ from awaken_stdio.protocols.acp.sessions import (
     check_choice,
     config_options,
     modes_state,
+    replayed,
     session_info,
 )
 from awaken_stdio.protocols.acp.turns import Turns, descriptors
@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 
 _MCP_TIMEOUT_S = 30.0
 _LIST_PAGE = 50
+_LIST_WAIT_S = 0.5  # session/list waits this long for the store, then lists what this connection holds
 
 
 class AcpServer:
@@ -102,7 +103,12 @@ class AcpServer:
         A handler's answer is queued synchronously when it returns, and a task started here first runs after the
         handler's task yields, so whatever ``send`` writes follows the answer on the wire.
         """
-        self._tg.start_soon(send)
+        self.background(send)
+
+    def background(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``work`` beside the requests (a turn, a cancel's store write): it may outlive the one that started
+        it, and ends when the connection closes."""
+        self._tg.start_soon(work)
 
     # -- authenticate ---------------------------------------------------------------------------------------------
 
@@ -204,7 +210,7 @@ class AcpServer:
             record.mcp_servers = _stored_servers(p.mcp_servers)
         await app.sessions.save(record)
         if history:
-            for update in replay(await app.sessions.history(record), descriptors(app)):
+            for update in await replayed(app, record, descriptors(app)):
                 await self.update(record.session_id, update)
         servers = p.mcp_servers if "mcpServers" in (params or {}) else record.mcp_servers
         session = await self._open(app, record, servers, known=True)
@@ -217,25 +223,31 @@ class AcpServer:
         return await self._reopen(params, history=False)
 
     async def list_sessions(self, params: Any) -> dict[str, Any]:
+        """The store's sessions; when the store does not answer within ``_LIST_WAIT_S`` (another process's lock, a
+        frozen disk), the sessions open here, said to be partial, rather than no answer."""
         p = ListSessionsParams.model_validate(params or {})
         app = self.app
-        try:
-            page = await app.sessions.list(cwd=p.cwd, limit=_LIST_PAGE, cursor=p.cursor)
-        except ValueError:
-            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: unknown cursor {p.cursor!r}") from None
-        result: dict[str, Any] = {"sessions": [session_info(r) for r in page.items]}
-        if page.next_cursor:
-            result["nextCursor"] = page.next_cursor
-        return result
+        with anyio.move_on_after(_LIST_WAIT_S):
+            try:
+                page = await app.sessions.list(cwd=p.cwd, limit=_LIST_PAGE, cursor=p.cursor)
+            except ValueError:
+                raise JsonRpcError(INVALID_PARAMS, f"Invalid params: unknown cursor {p.cursor!r}") from None
+            result: dict[str, Any] = {"sessions": [session_info(r) for r in page.items]}
+            if page.next_cursor:
+                result["nextCursor"] = page.next_cursor
+            return result
+        log.warning("session/list: the store did not answer within %s s; listing the sessions open here", _LIST_WAIT_S)
+        held = [s.record for s in self.sessions.values() if p.cwd is None or s.record.cwd == p.cwd]
+        held.sort(key=lambda r: (r.updated_at, r.session_id), reverse=True)
+        partial = "the store did not answer in time: only the sessions open in this connection"
+        return {"sessions": [session_info(r) for r in held], "_meta": {"awaken-stdio": {"partial": partial}}}
 
     async def _shut(self, app: App, session: Session) -> None:
         """Stop the session's turn and MCP servers (its record stays)."""
         app.session_hosts.pop(session.id, None)
-        session.cancel_epoch += 1
-        if session.turn is not None:
-            await self.turns.cancel(app, session, session.turn)
-            async with session.lock:  # the turn has answered
-                pass
+        await self.turns.cancel(app, session)
+        async with session.lock:  # the turn is over
+            pass
         if session.mcp_scope is not None:
             session.mcp_scope.cancel()
             session.mcp_tools = []
@@ -365,16 +377,26 @@ class AcpServer:
         session = self._session(p.session_id)
         blocks = prompt_to_blocks(p.prompt, self.prompt_caps)
         app = self.app
+        await self._tell_loading_problems(app, session)
         return {"stopReason": await self.turns.answer(app, session, blocks)}
+
+    async def _tell_loading_problems(self, app: App, session: Session) -> None:
+        """What did not load (a tool module that failed or hangs, an MCP server that failed or is silent), told to
+        the person once per session, before the turn that would have used it."""
+        await app.loading.settle()
+        problems = app.loading.problems[session.problems_told :]
+        session.problems_told += len(problems)
+        if problems:
+            text = "Some tools are not available:\n" + "\n".join(f"- {p}" for p in problems) + "\n\n"
+            await self.update(session.id, {"sessionUpdate": "agent_message_chunk", "messageId": new_id(),
+                                           "content": {"type": "text", "text": text}})  # fmt: skip
 
     async def cancel(self, params: Any) -> None:
         p = SessionIdParams.model_validate(params)
         session = self.sessions.get(p.session_id)
         if session is None:
             return  # unknown or idle sessions: nothing to cancel (INFO-CANCEL-201)
-        session.cancel_epoch += 1
-        if session.turn is not None:
-            await self.turns.cancel(self.app, session, session.turn)
+        await self.turns.cancel(self.app, session)
 
     async def command(self, app: App, session: Session, name: str, argument: str) -> None:
         text: str

@@ -8,6 +8,7 @@ small on purpose (one per idle session; 1,000 may be open).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,9 +17,11 @@ import anyio.abc
 
 from awaken_stdio.contract.ids import iso_ms
 from awaken_stdio.contract.stores import SessionRecord
+from awaken_stdio.protocols.acp.encoder import DescriptorLookup, replay
 from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
 
 if TYPE_CHECKING:
+    from awaken_stdio.app.app import App
     from awaken_stdio.contract.tools import Tool
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "Turn",
     "config_options",
     "modes_state",
+    "replayed",
     "session_info",
 ]
 
@@ -75,6 +79,7 @@ class Turn:
     tasks: anyio.abc.TaskGroup | None = None
     ask: Ask | None = None
     to_ask: tuple[str, list[Any]] | None = None  # a suspended run's calls, asked once the mailbox holds it waiting
+    answered: bool = False  # its prompt was answered (cancelled) before it ended: nothing more goes to the client
 
 
 @dataclass(slots=True, eq=False)
@@ -89,6 +94,7 @@ class Session:
     mcp_scope: anyio.CancelScope | None = None
     mcp_status: list[dict[str, Any]] = field(default_factory=list)
     mcp_tools: list[Tool] = field(default_factory=list)  # its MCP servers' tools, offered to its runs only
+    problems_told: int = 0  # how many of the app's tool loading problems (``App.loading``) it was told
 
     @property
     def id(self) -> str:
@@ -152,3 +158,14 @@ def session_info(record: SessionRecord) -> dict[str, Any]:
     if record.additional_directories:
         info["additionalDirectories"] = list(record.additional_directories)
     return info
+
+
+_OPEN_RUNS = 100  # a thread has one active run at a time; more waiting ones than this are not worth a page
+
+
+async def replayed(app: App, record: SessionRecord, lookup: DescriptorLookup) -> Iterator[dict[str, Any]]:
+    """The updates that replay the session's conversation (``session/load``), each tool call with the status it had
+    live: the thread's runs still open tell a call waiting for a decision from one its run left behind."""
+    messages = await app.sessions.history(record)
+    runs = await app.sessions.runs(record, statuses=["created", "running", "waiting"], limit=_OPEN_RUNS)
+    return replay(messages, lookup, {r.run_id for r in runs.items})

@@ -2,7 +2,9 @@
 
 A turn first re-offers the approvals an earlier process (or a run before ``session/load``) left waiting, then runs
 a slash command or the prompt. A run that suspends is asked about once the mailbox holds it waiting, beside it, so
-a decision from another surface (the CLI, an MCP client) reaches it meanwhile and withdraws the open question.
+a decision from another surface (the CLI, an MCP client) reaches it meanwhile and withdraws the open question. An
+editor that cannot ask (an error answer) ends the turn at once, telling the person how to decide elsewhere: the run
+stays waiting in the store.
 What the turn needs of its connection (the peer, updates, the editor's services, slash commands) is ``TurnHost``,
 which ``AcpServer`` is; this module never imports the server.
 """
@@ -10,7 +12,7 @@ which ``AcpServer`` is; this module never imports the server.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -18,10 +20,10 @@ import anyio
 from awaken_stdio.contract.errors import InvalidResume
 from awaken_stdio.contract.events import AgentEvent, RunFinish, ToolCallDone
 from awaken_stdio.contract.ids import new_id, now_ms
-from awaken_stdio.contract.suspension import Decisions
+from awaken_stdio.contract.suspension import OUTCOME_UNKNOWN_ACTION, Decisions
 from awaken_stdio.protocols.acp import commands
 from awaken_stdio.protocols.acp.encoder import DescriptorLookup, TurnEncoder, stop_reason, tool_call
-from awaken_stdio.protocols.acp.permissions import Question, ask_permission
+from awaken_stdio.protocols.acp.permissions import Question, Unanswered, ask_permission
 from awaken_stdio.protocols.acp.sessions import Ask, Session, Turn, session_info
 from awaken_stdio.protocols.jsonrpc import INTERNAL_ERROR, JsonRpcError, JsonRpcPeer
 
@@ -31,13 +33,14 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.messages import Message
     from awaken_stdio.contract.tools import ToolDescriptor
 
-__all__ = ["TurnHost", "Turns", "descriptors"]
+__all__ = ["CANCEL_GRACE_S", "TurnHost", "Turns", "descriptors"]
 
 log = logging.getLogger(__name__)
 
 _TITLE_CHARS = 60
 _MAX_PENDING_ROUNDS = 16  # a resumed run that keeps asking: stop re-offering after this many rounds
 _WATCH_S = 0.25  # how often a re-offered question checks whether its run was decided elsewhere
+CANCEL_GRACE_S = 1.0  # how long a cancelled turn may take to end before its prompt is answered without it
 
 
 class TurnHost(Protocol):
@@ -57,6 +60,27 @@ class TurnHost(Protocol):
         """Answer a slash command."""
         ...
 
+    def background(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``work`` in the connection's background: it may outlive the request that started it."""
+        ...
+
+
+class _Answer:
+    """A prompt's answer: its turn's stop reason or error once ``done``; ``scope`` is its wait, whose deadline a
+    cancel brings forward, ``work`` the turn's; ``gone`` once answered (a turn not started by then never starts)."""
+
+    __slots__ = ("done", "epoch", "error", "gone", "reason", "scope", "turn", "work")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch  # the session's cancel epoch when the prompt came: a cancel since means it never runs
+        self.done = anyio.Event()
+        self.scope = anyio.CancelScope()
+        self.work = anyio.CancelScope()
+        self.turn: Turn | None = None
+        self.reason = "cancelled"
+        self.error: Exception | None = None
+        self.gone = False
+
 
 def descriptors(app: App) -> DescriptorLookup:
     """Tool name -> its descriptor in the app's runtime (how a call is shown), ``None`` for one it does not know."""
@@ -74,18 +98,54 @@ class Turns:
 
     def __init__(self, host: TurnHost) -> None:
         self.host = host
+        self._answers: dict[str, list[_Answer]] = {}  # session id -> its prompts not yet answered
 
     async def answer(self, app: App, session: Session, blocks: list[Any]) -> str:
-        """Take the prompt once the session's previous turn is over; the stop reason."""
-        epoch = session.cancel_epoch
-        async with session.lock:  # a second prompt waits for the first: turns never interleave
-            if session.cancel_epoch != epoch:
-                return "cancelled"
-            turn = session.turn = Turn()
-            try:
-                return await self._turn(app, session, turn, blocks)
-            finally:
-                session.turn = None
+        """Take the prompt once the session's previous turn is over; the stop reason.
+
+        The turn runs in the connection's background, holding the session (``_hold``), so that a cancel is answered
+        even when the run cannot stop yet (its store stalled by another process's lock or a frozen disk): the prompt
+        is answered ``cancelled`` once the turn is over or ``CANCEL_GRACE_S`` after the cancel, whichever is first.
+        The run then stops at its next safe point and stores what it has; nothing of it follows the answer."""
+        answer = _Answer(session.cancel_epoch)
+        waiting = self._answers.setdefault(session.id, [])
+        waiting.append(answer)
+        self.host.background(lambda: self._hold(app, session, blocks, answer))
+        try:
+            with answer.scope:
+                await answer.done.wait()
+        except anyio.get_cancelled_exc_class():
+            answer.work.cancel()  # the request itself is cancelled (the connection closes): so is its turn
+            raise
+        finally:
+            waiting.remove(answer)
+            if not waiting:
+                del self._answers[session.id]
+            answer.gone = True
+            if answer.turn is not None and not answer.done.is_set():
+                answer.turn.answered = True  # nothing of it follows the answer on the wire
+        if not answer.done.is_set():
+            return "cancelled"
+        if answer.error is not None:
+            raise answer.error
+        return answer.reason
+
+    async def _hold(self, app: App, session: Session, blocks: list[Any], answer: _Answer) -> None:
+        """The turn of ``answer``, once the session's previous turn is over; its outcome goes to ``answer``."""
+        try:
+            with answer.work:
+                async with session.lock:  # a second prompt waits for the first: turns never interleave
+                    if session.cancel_epoch != answer.epoch or answer.gone:
+                        return
+                    turn = answer.turn = session.turn = Turn()
+                    try:
+                        answer.reason = await self._turn(app, session, turn, blocks)
+                    except Exception as exc:
+                        answer.error = exc
+                    finally:
+                        session.turn = None
+        finally:
+            answer.done.set()
 
     async def _turn(self, app: App, session: Session, turn: Turn, blocks: list[Any]) -> str:
         failure: Exception | None = None
@@ -107,7 +167,8 @@ class Turns:
 
     async def _turn_steps(self, app: App, session: Session, turn: Turn, blocks: list[Any]) -> str:
         with turn.scope:
-            await self._offer_pending(app, session, turn)
+            if not await self._offer_pending(app, session, turn):
+                return "end_turn"  # the editor could not ask: the person was told how to decide elsewhere
         if turn.cancelled:
             return "cancelled"
         command = commands.parse_command(blocks)
@@ -144,15 +205,20 @@ class Turns:
         session_id = session.id
 
         async def sink(event: AgentEvent) -> None:
+            if turn.cancelled:  # a run that started after the cancel (its store was stalled) stops at its next step
+                await runtime.cancel(session.record.thread_id)
+                if turn.answered:
+                    return
             if turn.ask is not None and not turn.ask.answered:
                 turn.ask.withdraw("Decided outside this editor.")  # the run moved on: someone else decided
             for update in encoder.encode(event):
                 await notify("session/update", {"sessionId": session_id, "update": update})
             if type(event) is ToolCallDone and event.outcome == "suspended":
                 name, args = encoder.call(event.id) or (event.result.tool_name, None)
-                result = event.result
-                unknown = (result.message or "") if result.metadata.get("unknown_after_crash") else None
-                preview = result.suspension.suspension.preview if result.suspension else None
+                ticket = event.result.suspension
+                asked = ticket.suspension if ticket else None
+                unknown = (asked.message or "") if asked and asked.action == OUTCOME_UNKNOWN_ACTION else None
+                preview = asked.preview if asked else None
                 suspended.append(Question(event.id, name, args, unknown, preview))
             elif type(event) is RunFinish and event.termination.type == "suspended" and suspended:
                 turn.to_ask = (event.run_id, list(suspended))
@@ -182,7 +248,12 @@ class Turns:
         decision stands and the turn goes on.
         """
         try:
-            decisions = await self._ask(session, turn, ask, calls, lookup)
+            try:
+                decisions = await self._ask(session, turn, ask, calls, lookup)
+            except Unanswered as exc:
+                if await app.release(ask.run_id):  # the turn's run returns, waiting; else a decision got there first
+                    await self._tell_unanswered(session, ask.run_id, exc)
+                return
             if ask.withdrawn:
                 return
             with anyio.CancelScope(shield=True):
@@ -215,6 +286,16 @@ class Turns:
                 update["status"] = "failed"
             await self.host.update(session.id, update)
 
+    async def _tell_unanswered(self, session: Session, run_id: str, why: Unanswered) -> None:
+        """The person hears that nothing was decided, and how to decide: the run waits for them in the store."""
+        text = (
+            f"The editor could not show the approval this run needs ({why}). Run {run_id} waits for your decision: "
+            f"`awaken-stdio runs approve {run_id}` or `awaken-stdio runs reject {run_id}` in a terminal, an MCP "
+            "client's `resume_run`, or send a message here to be asked again."
+        )
+        message = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        await self.host.update(session.id, message)
+
     async def _ask_all(
         self, session: Session, turn: Turn, calls: list[Question], lookup: DescriptorLookup
     ) -> Decisions | None:
@@ -230,18 +311,19 @@ class Turns:
                                                "status": "in_progress"})  # fmt: skip
         return decisions
 
-    async def _offer_pending(self, app: App, session: Session, turn: Turn) -> None:
+    async def _offer_pending(self, app: App, session: Session, turn: Turn) -> bool:
         """Approvals an earlier process (or a run before ``session/load``) left waiting are asked again first.
 
         Each waiting run of the session's thread gets its decisions through ``App.decide``, which resumes it
         exactly once; its updates stream into this turn. A question the run no longer needs (decided from another
-        surface meanwhile) is withdrawn; a cancelled answer cancels the turn and leaves the run waiting.
+        surface meanwhile) is withdrawn; a cancelled answer cancels the turn and leaves the run waiting. False when
+        the editor could not ask (the person is told how to decide elsewhere): the turn ends, the run still waits.
         """
         lookup = descriptors(app)
         for _ in range(_MAX_PENDING_ROUNDS):
             page = await app.sessions.runs(session.record, statuses=["waiting"], limit=1)
             if not page.items:
-                return
+                return True
             run = page.items[0]
             tickets = run.waiting.tickets if run.waiting else ()
             for ticket in tickets:  # the client may never have seen these calls (a restart, a load)
@@ -251,15 +333,22 @@ class Turns:
             calls = [Question.of(t, await app.preview(run, t, host)) for t in tickets]
             ask = Ask(run.run_id, [t.tool_call_id for t in tickets])
             decisions: Decisions | None = None
+            unanswered: Unanswered | None = None
             async with anyio.create_task_group() as watch:
                 watch.start_soon(self._watch_waiting, app, ask)
-                decisions = await self._ask(session, turn, ask, calls, lookup)
+                try:
+                    decisions = await self._ask(session, turn, ask, calls, lookup)
+                except Unanswered as exc:
+                    unanswered = exc
                 watch.cancel_scope.cancel()
+            if unanswered is not None:  # nobody else holds the run: it simply stays waiting
+                await self._tell_unanswered(session, run.run_id, unanswered)
+                return False
             if ask.withdrawn:
                 continue  # decided elsewhere: the next waiting run, if any
             if decisions is None:
                 turn.cancelled = True
-                return
+                return True
             try:
                 sink, context = self._sink(app, session, turn), self._context(session, [])
                 await app.decide(run.run_id, decisions, sink, context, "acp", self._asker(app, session, turn))
@@ -267,10 +356,11 @@ class Turns:
                 await self._tell_calls(session, ask.call_ids, str(exc))
             except Exception as exc:
                 if turn.cancelled:
-                    return
+                    return True
                 raise _turn_error(exc) from exc
             if turn.cancelled:
-                return
+                return True
+        return True
 
     async def _watch_waiting(self, app: App, ask: Ask) -> None:
         """Withdraw ``ask`` once its run (held by nobody here) stops waiting: decided or ended from elsewhere."""
@@ -282,16 +372,32 @@ class Turns:
                 ask.withdraw("Decided outside this editor." if not ended else "The run ended outside this editor.")
                 return
 
-    async def cancel(self, app: App, session: Session, turn: Turn) -> None:
+    async def cancel(self, app: App, session: Session) -> None:
+        """Cancel the session's turn and the prompts queued behind it, without waiting for the store: each prompt is
+        answered within ``CANCEL_GRACE_S``, and a run waiting for a decision is cancelled in the background."""
+        session.cancel_epoch += 1
+        deadline = anyio.current_time() + CANCEL_GRACE_S
+        for answer in self._answers.get(session.id, ()):
+            answer.scope.deadline = min(answer.scope.deadline, deadline)
+        turn = session.turn
+        if turn is None:
+            return
         turn.cancelled = True
         turn.scope.cancel()
         if turn.ask is not None:
             turn.ask.withdraw()
-        if not await app.runtime.cancel(session.record.thread_id) and turn.run_id is not None:
-            try:  # not running here right now: it waits for a decision, held by the mailbox
-                await app.cancel(turn.run_id)
-            except InvalidResume:
-                pass  # it never started, or already finished
+        run_id = turn.run_id
+        if not await app.runtime.cancel(session.record.thread_id) and run_id is not None:
+            self.host.background(lambda: self._cancel_held(app, run_id))  # not running here right now
+
+    async def _cancel_held(self, app: App, run_id: str) -> None:
+        """Cancel a run the mailbox holds waiting for a decision (a store write, however long the store takes)."""
+        try:
+            await app.cancel(run_id)
+        except InvalidResume:
+            pass  # it never started, or already finished
+        except Exception:
+            log.exception("cancelling run %s failed", run_id)
 
     def _context(self, session: Session, messages: list[Message], **fields: Any) -> RunActivation:
         """An activation carrying the session's agent, working directory, editor services and MCP tools."""

@@ -35,7 +35,8 @@ async def test_without_a_model_session_new_asks_for_one_until_authenticate_finds
         [method] = agent.init.auth_methods
         with pytest.raises(RequestError) as raised:
             await agent.conn.new_session(cwd=str(agent.workspace), mcp_servers=[])
-        assert raised.value.code == -32000 and "ANTHROPIC_API_KEY" in str(raised.value)
+        # the file exists, so the environment's keys do not apply: the message says what to add to it
+        assert raised.value.code == -32000 and "add [models.<id>] to" in str(raised.value)
         with pytest.raises(RequestError):
             await agent.conn.authenticate(method_id=method.id)
         harness.configure([{"text": "configured now"}])  # the same file, now with a model
