@@ -72,15 +72,16 @@ def owner_is_dead(owner: str) -> bool:
 
 async def unknown_calls(mailbox: MailboxStore, record: RunRecord, now: int) -> list[str]:
     """The run's pending calls whose outcome is unknown (``outcome_unknown``), as every decider and ``runs show``
-    read them: a call started under a claim whose holder is alive and within its lease is running, not unknown."""
+    read them: a call started under the claim a live holder still has (its lease current) is running, not unknown."""
     if record.waiting is None:
         return []
     effects = await mailbox.open_effects(record.thread_id)
     if not effects:
         return []
     claims = await mailbox.list_dispatches(record.thread_id, ["claimed"])
-    live = any((c.lease_until or 0) >= now and not owner_is_dead(c.claimed_by or "") for c in claims)
-    return outcome_unknown(effects, [t.tool_call_id for t in record.waiting.tickets], held_live=live)
+    live = [c.claim_token for c in claims if (c.lease_until or 0) >= now and not owner_is_dead(c.claimed_by or "")]
+    calls = [t.tool_call_id for t in record.waiting.tickets]
+    return outcome_unknown(effects, calls, live_claim=live[0] if live else None)
 
 
 def classify_error(exc: BaseException) -> ErrorClass:

@@ -292,16 +292,21 @@ class EffectRecord:
     result: dict[str, Any] | None = None
     started_at: int = field(default_factory=now_ms)
     updated_at: int = field(default_factory=now_ms)
+    claim_token: str | None = None  # the claim it started under: the call runs now only while that claim is live
 
 
-def outcome_unknown(effects: list[EffectRecord], call_ids: list[str], *, held_live: bool) -> list[str]:
+def outcome_unknown(effects: list[EffectRecord], call_ids: list[str], *, live_claim: str | None) -> list[str]:
     """The calls among ``call_ids`` whose outcome nobody knows: their start is in the effect ledger and their end is
     not (a checkpoint appending a call's result settles its entry in the same transaction). The one rule every
     decider reads, editor, MCP client and CLI alike: such a call is never run again unless the person says so.
 
-    ``held_live``: a live process holds the thread's claim (lease current), so a ``started`` entry may be its call
-    running right now; only an entry already found abandoned (``unknown_after_crash``) counts then."""
-    unknown = {e.call_id for e in effects if not held_live or e.status == "unknown_after_crash"}
+    ``live_claim``: the token of the thread's claim when a live process holds it (lease current): a ``started``
+    entry made under that very claim is its call running right now, not an unknown one."""
+    unknown = {
+        e.call_id
+        for e in effects
+        if e.status == "unknown_after_crash" or live_claim is None or e.claim_token != live_claim
+    }
     return [c for c in call_ids if c in unknown]
 
 

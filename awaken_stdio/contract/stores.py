@@ -261,6 +261,9 @@ class Checkpoint:
     thread_state: PersistedState | None = None
     settle: DispatchSettle | None = None  # the run's dispatch, settled in the same write (ends and waits only)
     fence: Fence | None = None  # the claim the run holds: the write commits only while it is current (``Fenced``)
+    # effect-ledger ``started`` marks of the calls about to run, in the same write as the step that made them: a
+    # call never runs before the conversation holding it is stored, so its unknown outcome is visible to all
+    marks: list[EffectRecord] = field(default_factory=list[EffectRecord])
 
 
 @dataclass(slots=True)

@@ -319,6 +319,10 @@ class SqlStore(BaseStore, Store):
             if answered:
                 await tx.executemany(q.effects_settle, [(now, cp.thread_id, call_id) for call_id in answered])
             await tx.execute(q.run_upsert, *run_row)
+            if cp.marks:
+                table = table_in(tx, self.dialect)
+                for mark in cp.marks:
+                    await table.effect_put(mark)
             if cp.settle is not None:
                 await settle_in(tx, self.dialect, cp.settle, cp.run, now)
 

@@ -254,6 +254,8 @@ class FileStore(BaseStore, Store):
             refused = self._mailbox._apply(lambda tables: drive(check_fence(tables, cp.fence, now_ms())))
             if refused is not None:
                 raise refused.error
+        for mark in cp.marks:  # in another file, first: a crash before the commit leaves a mark with no step,
+            self._mailbox._apply(lambda tables, m=mark: drive(tables.effect_put(m)))  # which recovery handles
         c = self._commit_or_new(cp.thread_id, cp.run.agent_id, cp.run.parent_thread_id)
         first = c["thread"]["message_count"]
         check_count(cp, first)

@@ -40,7 +40,9 @@ COLUMNS = (
     "run_status, termination, run_response, run_error, completed_at, created_at, updated_at"
 )
 _MUTABLE = [c.strip() for c in COLUMNS.split(",")][4:]  # everything after request (priority ... updated_at)
-EFFECT_COLUMNS = "thread_id, call_id, run_id, tool_name, arguments, status, decision_id, result, started_at, updated_at"
+EFFECT_COLUMNS = (
+    "thread_id, call_id, run_id, tool_name, arguments, status, decision_id, result, started_at, updated_at, claim_token"
+)
 _ORDER = "ORDER BY priority, created_at, dispatch_id"
 
 
@@ -81,10 +83,11 @@ _TERMINAL_LIST = ", ".join(repr(s) for s in sorted(TERMINAL_STATUSES))
 PURGE = f"DELETE FROM run_dispatches WHERE status IN ({_TERMINAL_LIST}) AND updated_at < ?"
 PURGE_EFFECTS = "DELETE FROM tool_effects WHERE status = 'finished' AND updated_at < ?"
 EFFECT_PUT = f"""
-    INSERT INTO tool_effects ({EFFECT_COLUMNS}) VALUES ({_marks(10)})
+    INSERT INTO tool_effects ({EFFECT_COLUMNS}) VALUES ({_marks(11)})
     ON CONFLICT (thread_id, call_id) DO UPDATE SET run_id = excluded.run_id, tool_name = excluded.tool_name,
         arguments = excluded.arguments, status = excluded.status, decision_id = excluded.decision_id,
-        result = excluded.result, started_at = excluded.started_at, updated_at = excluded.updated_at"""
+        result = excluded.result, started_at = excluded.started_at, updated_at = excluded.updated_at,
+        claim_token = excluded.claim_token"""
 EFFECTS_OPEN = f"""
     SELECT {EFFECT_COLUMNS} FROM tool_effects WHERE thread_id = ? AND status IN ('started', 'unknown_after_crash')
     ORDER BY started_at, call_id"""
@@ -176,13 +179,13 @@ def _effect_row(e: EffectRecord) -> tuple[Any, ...]:
         result,
         e.started_at,
         e.updated_at,
+        e.claim_token,
     )
 
 
 def _effect(r: Sequence[Any]) -> EffectRecord:
-    return EffectRecord(
-        r[0], r[1], r[2], r[3], loads(r[4]), r[5], r[6], loads(r[7]) if r[7] is not None else None, r[8], r[9]
-    )
+    result = loads(r[7]) if r[7] is not None else None
+    return EffectRecord(r[0], r[1], r[2], r[3], loads(r[4]), r[5], r[6], result, r[8], r[9], claim_token=r[10])
 
 
 class _SqlTable(MailboxTable):

@@ -120,6 +120,8 @@ class MemoryStore(BaseStore, Store):
         if cp.thread_state is not None:
             self._states[cp.thread_id] = copy_state(cp.thread_state)
         self._put_run(cp.run)
+        for mark in cp.marks:
+            await self._mailbox.tables.effect_put(mark)
         if answered := answered_calls(cp):
             self._mailbox.tables.settle(cp.thread_id, answered, now_ms())
         if cp.settle is not None:

@@ -220,6 +220,12 @@ MIGRATIONS: list[Migration] = [
         _v2("INTEGER", "TEXT"),
         _v2("BIGINT", 'TEXT COLLATE "C"'),
     ),
+    Migration(
+        3,
+        "effect ledger: the claim each effect started under (a running call is told from an abandoned one)",
+        ("ALTER TABLE tool_effects ADD COLUMN claim_token TEXT",),
+        ("ALTER TABLE tool_effects ADD COLUMN claim_token TEXT",),
+    ),
 ]
 
 

@@ -226,7 +226,8 @@ def test_killed_while_an_allowed_tool_runs_after_steps_written_behind(world: Wor
         stored = [json.loads(body) for (body,) in db.execute("SELECT body FROM messages ORDER BY seq")]
     finally:
         db.close()
-    assert [m["role"] for m in stored] == ["user"] + ["assistant", "tool"] * 3  # every step before the write
+    # every step before the write, and the step that calls it (stored with the call's mark, before it ran)
+    assert [m["role"] for m in stored] == ["user"] + ["assistant", "tool"] * 3 + ["assistant"]
 
     worker = world.child("serve", run["run_id"], "reasked")
     assert worker.wait(TIMEOUT_S) == 0

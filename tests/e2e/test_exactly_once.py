@@ -238,6 +238,7 @@ STEPS = 4
 
 def steps_world(where: Path, rng: random.Random) -> World:
     """An allowed ``append_line`` called at each of ``STEPS`` steps (lines s0..s3), the model taking a few ms."""
+    where.mkdir()
     world = World(where)
     turns = [
         {"text": "", "delay_ms": rng.randint(0, 40),
@@ -287,8 +288,9 @@ def test_kill_9_at_random_points_of_multi_step_runs_never_runs_an_effect_twice(t
             if running.poll() is None:
                 kill(running)
             runs = world.runs()
-            if not runs:
-                continue  # killed before the run was stored: nothing happened, nothing to recover
+            if not runs:  # killed before its first step was stored: no effect can have started before that
+                assert fault is None and world.lines() == []
+                continue
             (run,) = runs
             settle_by_the_truth(world, str(run["run_id"]))
             assert sorted(world.lines()) == [f"s{s}" for s in range(STEPS)], f"round {i} ({fault}): {world.lines()}"

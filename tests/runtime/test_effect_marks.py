@@ -130,7 +130,8 @@ async def test_the_steps_behind_are_stored_before_a_tool_that_changes_something_
         runtime = make_runtime(turns, tools=[_reader(), FnTool("write", write)], store=store)
         result = await runtime.run("go")
         assert result.status == "completed"
-        assert stored_when_run == [1 + 3 * 2]  # the prompt and three read steps; its own step comes with its result
+        # the prompt, three read steps, and its own step (stored with its mark): no call runs unseen by the store
+        assert stored_when_run == [1 + 3 * 2 + 1]
 
 
 async def test_a_step_write_that_fails_fails_the_run_before_anything_changes(tmp_path: Path) -> None:

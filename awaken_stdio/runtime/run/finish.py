@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -26,7 +26,7 @@ from awaken_stdio.contract.events import ErrorEvent, RunFinish, RunResult
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
-from awaken_stdio.contract.mailbox import Fence
+from awaken_stdio.contract.mailbox import EffectRecord, Fence
 from awaken_stdio.contract.messages import Message, TextBlock, valid_text
 from awaken_stdio.contract.state import PersistedState, Snapshot, StateCommand
 from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
@@ -95,9 +95,10 @@ def _record_at(run: RunState, end: EndOfStep, r: RunRecord) -> RunRecord:
     return r.copy() if r is run.record else r
 
 
-async def checkpoint(run: RunState, *, settles: bool = False) -> None:
+async def checkpoint(run: RunState, *, settles: bool = False, marks: Sequence[EffectRecord] = ()) -> None:
     """Write the new messages, the run record and the thread state in one atomic store call (after any write
-    still behind the loop); when the run ends or waits (``settles``), with the dispatch executing it settled."""
+    still behind the loop); when the run ends or waits (``settles``), with the dispatch executing it settled; with
+    the effect-ledger ``marks`` of calls about to run."""
     if run.store is None:
         return
     store = run.store
@@ -111,11 +112,15 @@ async def checkpoint(run: RunState, *, settles: bool = False) -> None:
         if settle is not None and settle.acked:  # acked when the run waited: the dispatch is over already
             settle = None
 
-        def after(loaded: LoadedThread | None) -> Checkpoint:  # another writer appended meanwhile: ours go after
-            count = loaded.thread.message_count if loaded else 0
-            return Checkpoint(run.thread_id, count, new, record, thread_state, settle=settle, fence=run.fence)
+        def at(count: int) -> Checkpoint:
+            return Checkpoint(
+                run.thread_id, count, new, record, thread_state, settle=settle, fence=run.fence, marks=list(marks)
+            )
 
-        first = Checkpoint(run.thread_id, run.stored_count, new, record, thread_state, settle=settle, fence=run.fence)
+        def after(loaded: LoadedThread | None) -> Checkpoint:  # another writer appended meanwhile: ours go after
+            return at(loaded.thread.message_count if loaded else 0)
+
+        first = at(run.stored_count)
         written = await write_checkpoint(store, run.thread_id, after, first)
         run.written = upto
         run.stored_count = written.expected_message_count + len(new)

@@ -110,6 +110,7 @@ class RunState:
             store.mailbox if store is not None and not store.url.startswith("memory:") else None
         )
         self.fence = Fence.of(activation.settle)  # the claim this run writes and acts under (None: not dispatched)
+        self.marking = anyio.Lock()  # effect marks are checkpoints: one at a time when calls run in parallel
         self.open_effects = open_effects or []  # the ledger's open entries, read with the thread (``recover_effects``)
         self.behind: WriteBehind | None = None  # step checkpoints behind the loop (``AgentLoop.run``, durable stores)
         self.state = StateStore()

@@ -28,7 +28,7 @@ from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolOutput, ToolR
 from awaken_stdio.runtime.executors import INTERRUPTED, CallResult, executor_for
 from awaken_stdio.runtime.plugins import Block, GateDecision, Phase, SetResult, Suspend
 from awaken_stdio.runtime.run.calls import AWAITING_APPROVAL, commit_call, suspend_call
-from awaken_stdio.runtime.run.finish import flush
+from awaken_stdio.runtime.run.finish import checkpoint, flush
 from awaken_stdio.runtime.run.state import RunState
 from awaken_stdio.runtime.runtime_keys import ToolCallState
 
@@ -135,8 +135,6 @@ async def invoke(
     )
     await run.commit(before)
     ctx = run.call_context(call, snapshot or run.state.snapshot(), state)
-    if not tool.descriptor.read_only:  # the steps before its effect mark first (a no-op in memory); a store that
-        await flush(run)  # failed them fails the run here, not the call
     started = False
 
     async def mark() -> None:
@@ -201,16 +199,31 @@ async def execute_tool(
 
 
 async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: ToolCallResume | None) -> bool:
-    """The effect ledger's ``started`` mark, durable before the tool runs (one write, shielded): a crash before
-    its result is checkpointed leaves the outcome unknown, to be asked about, never silently run again. A read-only
-    tool needs none (running it again changes nothing). The checkpoint that appends the result settles the mark."""
+    """The effect ledger's ``started`` mark, durable before the tool runs: written with everything of the run up to
+    this call (its step included) in one checkpoint, fenced by the run's claim (``Fenced``: it moved on, so the
+    call does not run). A crash before its result is checkpointed leaves the outcome unknown, visible to every
+    decider and asked about, never silently run again. A read-only tool needs none (running it again changes
+    nothing). The checkpoint that appends the result settles the mark. A store that failed fails the run here."""
     if run.ledger is None or tool.descriptor.read_only:
         return False
     decision = resume.decision_id if resume is not None else None
-    record = EffectRecord(run.thread_id, call.id, run.run_id, call.name, call.arguments, decision_id=decision)
-    with anyio.CancelScope(shield=True):
-        await run.ledger.effect_started(record, run.fence)  # ``Fenced`` when this run's claim moved on: no effect
+    token = run.fence.claim_token if run.fence is not None else None
+    record = EffectRecord(
+        run.thread_id, call.id, run.run_id, call.name, call.arguments, decision_id=decision, claim_token=token
+    )
+    async with run.marking:  # calls run in parallel mark one at a time: each checkpoint follows the last
+        if _stored(run, call):  # an approved call: its step was stored when it asked, the run still reads waiting
+            await flush(run)
+            with anyio.CancelScope(shield=True):
+                await run.ledger.effect_started(record, run.fence)
+        else:
+            await checkpoint(run, marks=[record])
     return True
+
+
+def _stored(run: RunState, call: ToolCall) -> bool:
+    """Whether the step that made ``call`` is in the store already."""
+    return any(c.id == call.id for m in run.messages[: run.written] for c in m.tool_calls)
 
 
 async def _effect_finished(run: RunState, call: ToolCall, result: ToolResult | None) -> None:
