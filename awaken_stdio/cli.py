@@ -15,6 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from awaken_stdio.cli_parser import LOG_ENV, PROG, build_parser, command_of
 from awaken_stdio.contract.ids import iso_ms
 
 if TYPE_CHECKING:
@@ -26,148 +27,10 @@ __all__ = ["main"]
 
 T = TypeVar("T")
 
-PROG = "awaken-stdio"
-LOG_ENV = "AWAKEN_STDIO_LOG_LEVEL"
-RUN_STATUSES = ("running", "waiting", "completed", "failed", "cancelled")
-
-
-SHELLS = ("bash", "zsh", "fish")
-GLOBAL_OPTIONS = ("config", "store", "log_level", "log_file", "debug")
-
-
-def _add_global_options(parser: argparse.ArgumentParser, default: Any) -> None:
-    """The options every command takes. Subcommands declare them with ``default=SUPPRESS``: argparse copies a
-    subparser's defaults over what an outer level parsed, so ``runs --store URL list`` would otherwise lose URL."""
-    parser.add_argument(
-        "--config", metavar="FILE", default=default, help="config file (default: $AWAKEN_STDIO_CONFIG, else the user's)"
-    )
-    parser.add_argument(
-        "--store", metavar="URL", default=default, help="store URL (default: $AWAKEN_STDIO_STORE, else the config's)"
-    )
-    parser.add_argument(
-        "--log-level", metavar="L", default=default, help="debug | info | warning | error (default: warning)"
-    )
-    parser.add_argument("--log-file", metavar="F", default=default, help="also write logs to this file")
-    parser.add_argument(
-        "--debug", action="store_true", default=default, help="show the traceback of an unexpected failure"
-    )
-
-
-def build_parser(*, servers_only: bool = False) -> argparse.ArgumentParser:
-    """The whole command line; ``servers_only``: just ``acp`` and ``mcp`` (what an editor or MCP host launches
-    starts sooner without the other twenty subparsers, and parses the same)."""
-    common = argparse.ArgumentParser(add_help=False)
-    _add_global_options(common, argparse.SUPPRESS)
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="An agent runtime for ACP editors and MCP clients, with durable human-in-the-loop.",
-    )
-    _add_global_options(parser, None)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    sub.add_parser(
-        "acp", help="serve the Agent Client Protocol on stdin/stdout (what editors launch)", parents=[common]
-    )
-    p = sub.add_parser(
-        "mcp", help="serve the Model Context Protocol on stdin/stdout (what MCP clients launch)", parents=[common]
-    )
-    p.add_argument("--cwd", metavar="DIR", help="working directory of the tools (default: the current directory)")
-    if not servers_only:
-        _add_commands(sub, common)
-    return parser
-
-
-def _add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Every command but the servers."""
-    p = sub.add_parser(
-        "chat", help="talk to the agent in this terminal (an ACP client of `awaken-stdio acp`)", parents=[common]
-    )
-    p.add_argument("--demo", action="store_true", help="use the bundled scripted demo agent (no API key needed)")
-
-    runs = sub.add_parser("runs", help="list and inspect agent runs", parents=[common]).add_subparsers(
-        dest="action", metavar="ACTION", required=True
-    )
-    p = runs.add_parser("list", help="list runs, newest first", parents=[common])
-    p.add_argument("--status", choices=RUN_STATUSES, help="only runs with this status")
-    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
-    p.add_argument("--json", action="store_true", help="print a JSON array")
-    p = runs.add_parser("show", help="show one run", parents=[common])
-    p.add_argument("id", help="the run id (or a unique prefix of it)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p = runs.add_parser("approve", help="approve a waiting run's pending calls; the run resumes once", parents=[common])
-    p.add_argument("id", help="the run id (or a unique prefix of it)")
-    p.add_argument("--call", metavar="C", help="only this pending call (default: every pending call)")
-    p.add_argument("--always", action="store_true", help="remember the approval for this tool in this workspace")
-    unknown = p.add_mutually_exclusive_group()
-    unknown.add_argument(
-        "--rerun", action="store_true", help="a call whose earlier attempt's outcome is unknown: run it again"
-    )
-    unknown.add_argument(
-        "--done", action="store_true", help="a call whose earlier attempt's outcome is unknown: record it as done"
-    )
-    p = runs.add_parser(
-        "reject", help="reject a waiting run's pending calls; the run goes on without them", parents=[common]
-    )
-    p.add_argument("id", help="the run id (or a unique prefix of it)")
-    p.add_argument("--call", metavar="C", help="only this pending call (default: every pending call)")
-    p.add_argument("--reason", metavar="R", help="told to the model")
-    p = runs.add_parser("cancel", help="cancel a running or waiting run", parents=[common])
-    p.add_argument("id", help="the run id (or a unique prefix of it)")
-
-    sessions = sub.add_parser("sessions", help="list, show and delete sessions", parents=[common]).add_subparsers(
-        dest="action", metavar="ACTION", required=True
-    )
-    p = sessions.add_parser("list", help="list sessions, most recent first", parents=[common])
-    p.add_argument("--cwd", metavar="D", help="only sessions of this working directory")
-    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
-    p.add_argument("--json", action="store_true", help="print a JSON array")
-    p = sessions.add_parser("show", help="show a session and its conversation", parents=[common])
-    p.add_argument("id", help="the session id (or a unique prefix of it)")
-    p = sessions.add_parser("delete", help="delete a session and its conversation", parents=[common])
-    p.add_argument("id", help="the session id (or a unique prefix of it)")
-
-    tools = sub.add_parser("tools", help="list the tools agents can use", parents=[common]).add_subparsers(
-        dest="action", metavar="ACTION", required=True
-    )
-    p = tools.add_parser("list", help="list registered tools", parents=[common])
-    p.add_argument("--json", action="store_true", help="print a JSON array")
-
-    sub.add_parser("doctor", help="check the config, the store, each model and each MCP server", parents=[common])
-    config = sub.add_parser("config", help="the configuration file format", parents=[common]).add_subparsers(
-        dest="action", metavar="ACTION", required=True
-    )
-    config.add_parser("schema", help="print the JSON Schema of the config file", parents=[common])
-    config.add_parser("example", help="print an example config file", parents=[common])
-    p = sub.add_parser(
-        "completion", help='print the shell completion script (e.g. `eval "$(awaken-stdio completion bash)"`)'
-    )
-    p.add_argument("shell", choices=SHELLS)
-
-
-def _command(argv: Sequence[str]) -> str | None:
-    """The command word of ``argv`` when only global options, spelled out, come before it (else ``None``)."""
-    args = iter(argv)
-    for arg in args:
-        if arg in _VALUED:
-            next(args, None)
-        elif arg != "--debug" and not arg.startswith(tuple(f"{option}=" for option in _VALUED)):
-            return arg
-    return None
-
-
-_VALUED = ("--config", "--store", "--log-level", "--log-file")
-
-
-def _version() -> str:
-    from awaken_stdio._version import __version__
-
-    return __version__
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(servers_only=_command(argv) in ("acp", "mcp")).parse_args(argv)
+    args = build_parser(servers_only=command_of(argv) in ("acp", "mcp")).parse_args(argv)
     if getattr(args, "cwd", None):
         args.cwd = os.path.abspath(args.cwd)
     handler = _COMMANDS[(args.command, getattr(args, "action", None))]
@@ -356,7 +219,7 @@ async def _runs_list(args: argparse.Namespace, store: Store) -> int:
 
 async def _unknown(store: Store, run: RunRecord) -> list[str]:
     """The run's pending calls whose outcome is unknown, by the rule every decider reads."""
-    from awaken_stdio.app.claims import unknown_calls
+    from awaken_stdio.app.verdicts import unknown_calls
     from awaken_stdio.contract.ids import now_ms
 
     return await unknown_calls(store.mailbox, run, now_ms())

@@ -14,9 +14,17 @@ from typing import Any, Literal
 import anyio
 
 from awaken_stdio.contract.activation import AgentRunResult, RunActivation
-from awaken_stdio.contract.errors import AgentNotFound, DecisionTargetNotFound, InvalidResume, ProviderError, UsageError
-from awaken_stdio.contract.ids import new_id
-from awaken_stdio.contract.mailbox import DispatchSettle, MailboxStore, RunDispatch, outcome_unknown
+from awaken_stdio.contract.errors import (
+    AgentNotFound,
+    DecisionTargetNotFound,
+    InvalidResume,
+    ProviderError,
+    UsageError,
+    VersionConflict,
+)
+from awaken_stdio.contract.ids import new_id, now_ms
+from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.mailbox import DispatchSettle, MailboxStore, RunDispatch, retry_delay_ms
 from awaken_stdio.contract.stores import RunRecord, ThreadForRun
 
 __all__ = [
@@ -27,7 +35,8 @@ __all__ = [
     "classify_error",
     "consumer_id",
     "owner_is_dead",
-    "unknown_calls",
+    "record_outcome",
+    "settle_failure",
 ]
 
 ErrorClass = Literal["ok", "transient", "permanent"]
@@ -70,20 +79,6 @@ def owner_is_dead(owner: str) -> bool:
     return False
 
 
-async def unknown_calls(mailbox: MailboxStore, record: RunRecord, now: int) -> list[str]:
-    """The run's pending calls whose outcome is unknown (``outcome_unknown``), as every decider and ``runs show``
-    read them: a call started under the claim a live holder still has (its lease current) is running, not unknown."""
-    if record.waiting is None:
-        return []
-    effects = await mailbox.open_effects(record.thread_id)
-    if not effects:
-        return []
-    claims = await mailbox.list_dispatches(record.thread_id, ["claimed"])
-    live = [c.claim_token for c in claims if (c.lease_until or 0) >= now and not owner_is_dead(c.claimed_by or "")]
-    calls = [t.tool_call_id for t in record.waiting.tickets]
-    return outcome_unknown(effects, calls, live_claim=live[0] if live else None)
-
-
 def classify_error(exc: BaseException) -> ErrorClass:
     """How a failed dispatch is settled: ``ok`` (ack; the run record says what happened), ``transient`` (nack and
     retry with backoff) or ``permanent`` (dead-letter after this one run)."""
@@ -120,3 +115,39 @@ class Held:
     @property
     def token(self) -> str:
         return self.dispatch.claim_token or ""
+
+
+async def record_outcome(mailbox: MailboxStore, held: Held, result: AgentRunResult | None, *, ack: bool) -> None:
+    """The execution's outcome on the row (one write), acking it at the end; nothing when the run's own checkpoint
+    recorded it already (``held.settle``)."""
+    s = held.settle
+    if result is not None and s is not None and s.settled and (s.acked or not ack):
+        return
+    d, now = held.dispatch, now_ms()
+    if result is None:
+        if ack:
+            await mailbox.ack(d.dispatch_id, held.token, now)
+        return
+    status = "waiting" if result.status == "waiting" else "done"
+    await mailbox.record_run_result(
+        d.dispatch_id, held.token, status, result.termination, result.response, None, now, ack=ack
+    )
+
+
+async def settle_failure(mailbox: MailboxStore, held: Held, exc: Exception, kind: ErrorClass) -> None:
+    """A failed execution on its row: its error recorded, then retried later (``transient``), dead-lettered
+    (``permanent``) or left to the final ack (``ok``). A claim that moved meanwhile is the new holder's to settle."""
+    d, now = held.dispatch, now_ms()
+    error = str(exc) or type(exc).__name__
+    try:
+        await mailbox.record_run_result(
+            d.dispatch_id, held.token, "done", TerminationReason.error(error), None, error, now
+        )
+        if kind == "transient":
+            held.settled = True
+            await mailbox.nack(d.dispatch_id, held.token, now + retry_delay_ms(d.attempt_count + 1), error, now)
+        elif kind == "permanent":
+            held.settled = True
+            await mailbox.dead_letter(d.dispatch_id, held.token, error, now)
+    except VersionConflict:
+        held.settled = True

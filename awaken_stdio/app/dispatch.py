@@ -1,30 +1,15 @@
-"""The mailbox service: runs go through the store's mailbox so that every process sharing it agrees who runs a thread.
+"""The mailbox service: every run, decision and cancellation becomes a dispatch row first, executed only by the
+process holding the claim on the row's thread, so every process sharing the store agrees who runs a thread.
 
-Every run, decision and cancellation becomes a dispatch row first (the request travels in the row), and is executed
-only by the process holding the claim on the row's thread. That claim is leased, briefly (``lease_ms``), whether its
-run works or waits for a person: the holder renews it every ``renew_every_s`` while it lives, so a holder that dies
-on any machine loses it within seconds, without any hostname check. On one machine a claim whose owner process is
-gone is requeued at once (owners are named ``host:pid:instance``).
+A claim is leased briefly (``lease_ms``) and renewed while its holder lives; a dead holder's lapses within seconds
+on any machine (at once on this one: owners are ``host:pid:instance``). A decision is recorded before anything acts
+on it, then taken over by the live holder (``transfer_claim``) or claimed and resumed by the decider; a decision too
+late is refused naming the winner. Every write a run makes under a claim is fenced by its token. The whole path,
+step by step, is ``docs/approvals.md``; the lease timings, owners and how rows settle are ``claims.py``'s, what a
+decider is told (the "unknown" rule, who won) is ``verdicts.py``'s.
 
-A decision is recorded durably before anything acts on it. Then:
-
-- when a live process holds the thread (its run waits for a person there), that process's poller finds the decision
-  row within ``poll_every_s``, takes it over atomically (``transfer_claim``) and continues the run live, with the
-  context it holds (an editor's file system, terminal, roots and MCP tools), events going to its client;
-- when nobody holds it, or the holder's lease runs out, the deciding process claims the thread and resumes the run
-  itself, in the run's recorded context (``context``: the session's roots and MCP servers, see ``App``);
-- a decision that finds the run already decided by another is refused with :class:`DecisionSuperseded`, which
-  names the winner: racing deciders never both believe they acted.
-
-So a run is resumed exactly once whichever surface (editor, MCP client, CLI) answered, and a process killed at any
-point leaves rows that the next one finishes: queued rows are dispatched at start-up, dead claims are requeued.
-A run that had already started when its process died is continued (``continue_run_id``); the effect ledger keeps
-a tool that was running then from being run again without asking.
-
-``run`` is a long-lived loop started with ``await tg.start(service.run)``: recovery, then the renewer, the poller,
-the sweeper and the garbage collector. ``dispatch_queued=False`` (the CLI) only renews and delivers for its own
-claims and never picks up other work. The lease timings, owner names and failure classes are ``claims.py``'s;
-ending a run that waits in the store is the runtime's (``AgentRuntime.cancel_waiting``).
+``run`` is the long-lived loop (``await tg.start(service.run)``): recovery, then the renewer, the poller, the
+sweeper and the garbage collector. ``dispatch_queued=False`` (the CLI) only renews and delivers for its own claims.
 """
 
 from __future__ import annotations
@@ -41,34 +26,26 @@ from anyio.abc import TaskGroup
 
 from awaken_stdio.app.claims import (
     DecisionSuperseded,
-    ErrorClass,
     Held,
     MailboxConfig,
     classify_error,
     consumer_id,
     owner_is_dead,
-    unknown_calls,
+    record_outcome,
+    settle_failure,
 )
+from awaken_stdio.app.verdicts import not_waiting, refuse_blind_reruns
 from awaken_stdio.contract.activation import AgentRunResult, EventSink, RunActivation
 from awaken_stdio.contract.errors import (
     DecisionTargetNotFound,
     Fenced,
     InvalidResume,
-    OutcomeUnknown,
     StoreError,
     ThreadAlreadyRunning,
     VersionConflict,
 )
 from awaken_stdio.contract.ids import new_id, now_ms
-from awaken_stdio.contract.lifecycle import TerminationReason
-from awaken_stdio.contract.mailbox import (
-    DispatchKind,
-    DispatchRequest,
-    DispatchSettle,
-    Fence,
-    RunDispatch,
-    retry_delay_ms,
-)
+from awaken_stdio.contract.mailbox import DispatchKind, DispatchRequest, DispatchSettle, Fence, RunDispatch
 from awaken_stdio.contract.stores import RunRecord, ThreadForRun
 from awaken_stdio.contract.suspension import Decisions
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
@@ -240,28 +217,8 @@ class MailboxService:
         for target, _ in decisions:
             if target not in targets:
                 raise DecisionTargetNotFound(target)
-        await self._refuse_blind_reruns(record, decisions)
+        await refuse_blind_reruns(self.mailbox, self.runtime.store, record, decisions)
         return await self._control("decide", record, decisions, sink, context, origin, on_waiting)
-
-    async def _refuse_blind_reruns(self, record: RunRecord, decisions: Decisions) -> None:
-        """An approval that would run a call whose earlier attempt may have had its effect, without the person
-        having chosen to run it again (or to record it as done), is refused before anything is recorded."""
-        blind = {target for target, d in decisions if d.action == "resume" and d.unknown is None}
-        if not blind or record.waiting is None:
-            return
-        unknown = set(await unknown_calls(self.mailbox, record, now_ms()))
-        named = [
-            f"{t.tool_call_id} ({t.tool_name})"
-            for t in record.waiting.tickets
-            if t.tool_call_id in unknown and {t.tool_call_id, t.ticket_id} & blind
-        ]
-        if named:
-            # the ledger is read before the claims: a holder that settled the call and let go in between has moved
-            # the run on, and this decision came too late rather than blind
-            latest = await self.runtime.store.load_run(record.run_id)
-            if latest is not None and latest.status != "waiting":
-                raise await self.not_waiting(latest)
-            raise OutcomeUnknown(record.run_id, named)
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a run wherever it is: live here, held by another process, or waiting in the store."""
@@ -365,8 +322,10 @@ class MailboxService:
             row = await self.mailbox.enqueue(d)
             if held.waiting:
                 await self._take_over(held, row.dispatch_id)
-            else:  # the run is still finishing its step: take it over as soon as it waits, not at the next poll
-                held.early.append(row.dispatch_id)
+                return None
+            # the run is still finishing its step: taken over as soon as it waits, not at the next poll
+            held.early.append(row.dispatch_id)
+            await self._await_early(record, row)
             return None
         self._awaiting[record.thread_id] += 1  # from the enqueue on: the row is this decider's to claim
         try:
@@ -433,29 +392,28 @@ class MailboxService:
                 await anyio.sleep(c.poll_every_s)
         return None
 
+    async def _await_early(self, record: RunRecord, row: RunDispatch) -> None:
+        """Our row waits for the busy holder in this process: returns once the holder took it over; refused (naming
+        the decision that won) when the holder's run ended without it, the row then cancelled. A holder busy past
+        ``decide_wait_s`` keeps the row, as in :meth:`_await_turn`."""
+        with anyio.move_on_after(self.config.decide_wait_s):
+            while True:
+                current = await self.mailbox.load_dispatch(row.dispatch_id)
+                if current is None or current.status != "queued":
+                    return  # taken over (or carried out)
+                held = self._held.get(record.thread_id)
+                if held is None or row.dispatch_id not in held.early:  # the holder let go without taking it
+                    latest = await self.runtime.store.load_run(record.run_id)
+                    moved_on = latest is not None and latest.status != "waiting"
+                    if moved_on and await self.mailbox.cancel(row.dispatch_id, now_ms()) is not None:
+                        assert latest is not None
+                        raise await self.not_waiting(latest, row.dispatch_id)
+                    return  # it still waits: the row stays queued for whoever holds the run next
+                await anyio.sleep(self.config.poll_every_s)
+
     async def not_waiting(self, record: RunRecord, ours: str | None = None) -> InvalidResume:
-        """Why a decision cannot apply: the run moved on, and who moved it (the surface and process that decided)."""
-        state = record.display_status
-        if record.status == "waiting":
-            return InvalidResume(f"run {record.run_id} is waiting for other calls")
-        rows = await self.mailbox.list_dispatches(record.thread_id, ["acked", "claimed"])  # done, or doing it
-        won = [
-            r
-            for r in rows
-            if r.run_id == record.run_id
-            and r.dispatch_id != ours
-            and r.request.kind in ("decide", "cancel")
-            and not r.run_error
-        ]
-        if not won:
-            return DecisionSuperseded(f"run {record.run_id} is not waiting ({state}); this decision was not applied")
-        w = max(won, key=lambda r: r.updated_at)
-        verb = "decided" if w.request.kind == "decide" else "cancelled"
-        who = f"from {w.request.origin} " if w.request.origin not in ("internal", "user") else ""
-        return DecisionSuperseded(
-            f"run {record.run_id} was already {verb} {who}by process {w.request.sender or w.claimed_by} "
-            f"(it is now {state}); this decision was not applied"
-        )
+        """Why a decision cannot apply: the run moved on, and who moved it (``verdicts.not_waiting``)."""
+        return await not_waiting(self.mailbox, record, ours)
 
     async def _take_over(self, held: Held, dispatch_id: str) -> None:
         """Move the thread's claim to a recorded decision and hand it to the waiting run, once.
@@ -507,7 +465,9 @@ class MailboxService:
         try:
             result = await self._execute(held, sink, foreground)
             while wait and result is not None and result.status == "waiting" and not held.lost:
-                await self._record(held, result, ack=False)  # the row shows the run waiting until taken over
+                await record_outcome(
+                    self.mailbox, held, result, ack=False
+                )  # the row shows the run waiting until taken over
                 held.waiting = True  # only now may the poller move the claim: the write above uses the old one
                 if held.early:  # decided before it waited: no need to ask anyone
                     await self._take_over(held, held.early.pop(0))
@@ -530,25 +490,9 @@ class MailboxService:
                 held.receive.close()
                 if not held.settled and not held.lost:
                     try:
-                        await self._record(held, held.result, ack=True)
+                        await record_outcome(self.mailbox, held, held.result, ack=True)
                     except VersionConflict:
                         log.warning("mailbox: dispatch %s was taken from us", held.dispatch.dispatch_id)
-
-    async def _record(self, held: Held, result: AgentRunResult | None, *, ack: bool) -> None:
-        """The execution's outcome on the row (one write), acking it at the end; nothing when the run's own
-        checkpoint recorded it already (``held.settle``)."""
-        s = held.settle
-        if result is not None and s is not None and s.settled and (s.acked or not ack):
-            return
-        d, now = held.dispatch, now_ms()
-        if result is None:
-            if ack:
-                await self.mailbox.ack(d.dispatch_id, held.token, now)
-            return
-        status = "waiting" if result.status == "waiting" else "done"
-        await self.mailbox.record_run_result(
-            d.dispatch_id, held.token, status, result.termination, result.response, None, now, ack=ack
-        )
 
     async def _execute(self, held: Held, sink: EventSink | None, foreground: bool) -> AgentRunResult | None:
         d, mb = held.dispatch, self.mailbox
@@ -577,28 +521,12 @@ class MailboxService:
             # a caller that sees the error is its owner: its failure is final, never retried behind its back
             kind = "permanent" if foreground and classify_error(exc) == "transient" else classify_error(exc)
             with anyio.CancelScope(shield=True):
-                await self._settle_failure(held, exc, kind)
+                await settle_failure(self.mailbox, held, exc, kind)
             if foreground:
                 raise
             return None
         held.result = result
         return result
-
-    async def _settle_failure(self, held: Held, exc: Exception, kind: ErrorClass) -> None:
-        d, mb, now = held.dispatch, self.mailbox, now_ms()
-        error = str(exc) or type(exc).__name__
-        try:
-            await mb.record_run_result(
-                d.dispatch_id, held.token, "done", TerminationReason.error(error), None, error, now
-            )
-            if kind == "transient":
-                held.settled = True
-                await mb.nack(d.dispatch_id, held.token, now + retry_delay_ms(d.attempt_count + 1), error, now)
-            elif kind == "permanent":
-                held.settled = True
-                await mb.dead_letter(d.dispatch_id, held.token, error, now)
-        except VersionConflict:
-            held.settled = True
 
     async def _perform(
         self,

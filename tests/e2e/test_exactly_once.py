@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.e2e.test_crash_recovery import TIMEOUT_S, World, kill, wait_for
@@ -144,9 +145,30 @@ async def test_killed_after_an_approved_effect_resume_run_over_mcp_asks_too(
         world.close()
 
 
+def approve_over_mcp(world: World, run_id: str) -> str:
+    """``resume_run`` from an MCP client on a fresh ``awaken-stdio mcp`` process; the run's status after it."""
+    from tests.protocols.mcp.support import Env, connect
+
+    async def go() -> str:
+        env = Env(world.config.parent, world.config, world.store, world.config.parent)
+        async with connect(env) as client:
+            done = await client.call_tool(
+                "resume_run", {"run_id": run_id, "decisions": [{"tool_call_id": "c1", "approve": True}]}
+            )
+            if done.is_error:  # the MCP process's worker took the first decision over first: it says so
+                text = done.content[0].text  # type: ignore[union-attr]
+                assert "already decided from cli" in text and "completed" in text, text
+                return "completed"
+            return str(done.structured_content["status"])
+
+    os.environ["CRASH_OUT"] = str(world.out)  # the MCP process runs the tool too
+    return anyio.run(go)
+
+
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("decider", ["cli", "mcp"])
 def test_a_holder_paused_before_its_effect_stands_down_and_the_effect_runs_once(
-    tmp_path: Path, new_store: Callable[[Path], str]
+    tmp_path: Path, new_store: Callable[[Path], str], decider: str
 ) -> None:
     world = world_in(tmp_path / "w", new_store)
     flag = world.config.parent / "paused"
@@ -159,8 +181,11 @@ def test_a_holder_paused_before_its_effect_stands_down_and_the_effect_runs_once(
         wait_stopped(holder.pid)
         time.sleep(LEASE_S + 0.5)  # past the lease: a laptop lid closed, a debugger, a frozen disk
 
-        second = world.cli("runs", "approve", run_id)  # takes the run over and runs the call
-        assert second.returncode == 0 and f"run {run_id} is completed" in second.stdout, second.stderr
+        if decider == "cli":  # takes the run over and runs the call
+            second = world.cli("runs", "approve", run_id)
+            assert second.returncode == 0 and f"run {run_id} is completed" in second.stdout, second.stderr
+        else:
+            assert approve_over_mcp(world, run_id) == "completed"
         assert world.lines() == ["hello"]
 
         os.kill(holder.pid, signal.SIGCONT)

@@ -1,5 +1,5 @@
 """The servers' command line is parsed by a parser with only ``acp`` and ``mcp`` (``cli.build_parser(servers_only)``,
-chosen by ``cli._command``): the same namespace, the same help and the same errors as the whole parser gives."""
+chosen by ``cli.command_of``): the same namespace, the same help and the same errors as the whole parser gives."""
 
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ def _parse(parser_argv: list[str], servers_only: bool) -> tuple[object, str, str
 
 @pytest.mark.parametrize("argv", LINES, ids=" ".join)
 def test_the_servers_parser_answers_as_the_whole_one(argv: list[str]) -> None:
-    assert cli._command(argv) in ("acp", "mcp")
+    assert cli.command_of(argv) in ("acp", "mcp")
     assert _parse(argv, True) == _parse(argv, False)
 
 
 @pytest.mark.parametrize("argv", [["--conf", "x", "acp"], ["--help"], ["runs", "list"], [], ["-h", "acp"]])
 def test_anything_else_gets_the_whole_parser(argv: list[str]) -> None:
-    assert cli._command(argv) not in ("acp", "mcp")
+    assert cli.command_of(argv) not in ("acp", "mcp")

@@ -54,7 +54,7 @@ from awaken_stdio.protocols.mcp.wire import HEARTBEAT_S, LOG_LEVELS, LogLevel, R
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App
-    from awaken_stdio.contract.stores import WaitingTicket
+    from awaken_stdio.contract.stores import RunRecord, WaitingTicket
     from awaken_stdio.protocols.mcp.approvals import StateSeal
     from awaken_stdio.protocols.mcp.catalog import Entry
     from awaken_stdio.protocols.mcp.params import CallToolParams
@@ -193,7 +193,8 @@ class CallRunner:
                     result = await self._start_agent(entry, args, call)
                 else:
                     result = await self._resume(args, call)
-                outcome = await self._settle(result, params, call)
+                run_id = state["run"] if state is not None and resuming else args.get("run_id")
+                outcome = await self._settle(result, params, call, run_id)
             except Refusal as refusal:
                 outcome = error_result(str(refusal))
             tg.cancel_scope.cancel()
@@ -356,7 +357,9 @@ class CallRunner:
         except AwakenError as exc:
             raise Refusal(f"The run failed: {exc}") from exc
 
-    async def _settle(self, result: AgentRunResult | None, params: CallToolParams, call: ToolCall) -> dict[str, Any]:
+    async def _settle(
+        self, result: AgentRunResult | None, params: CallToolParams, call: ToolCall, run_id: str | None = None
+    ) -> dict[str, Any]:
         """Ask for approvals while the client can answer; a run still waiting is returned as ``waiting``."""
         while result is not None and result.status == "waiting" and result.pending:
             if not can_elicit(call.request.client_capabilities):
@@ -375,7 +378,8 @@ class CallRunner:
                 break
             result = await self._decide(result.run_id, decisions, call)
         if result is None:  # delivered to a run alive in this process: it goes on there
-            return {"content": [text_block("The decisions were delivered to the running run.")], "isError": False}
+            record = await self.app.store.load_run(run_id) if run_id else None
+            return delivered_result(record)
         return run_result(result)
 
     async def _elicit(self, message: str, *, unknown: bool = False) -> Any:
@@ -419,6 +423,25 @@ def _ticket_question(ticket: WaitingTicket, result: AgentRunResult) -> str:
 
 def error_result(text: str) -> dict[str, Any]:
     return {"content": [text_block(text)], "isError": True}
+
+
+def delivered_result(record: RunRecord | None) -> dict[str, Any]:
+    """The decisions went to the run alive in this process, which goes on there: its state now, in the shape of the
+    agent tools' output schema (a result without ``structuredContent`` would break a client that checks it)."""
+    text = "The decisions were delivered to the running run."
+    if record is None:
+        return {"content": [text_block(text)], "isError": False}
+    structured = {
+        "run_id": record.run_id,
+        "thread_id": record.thread_id,
+        "status": record.display_status,
+        "response": record.response or "",
+    }
+    return {
+        "content": [text_block(text), text_block(_json(structured))],
+        "structuredContent": structured,
+        "isError": False,
+    }
 
 
 def run_result(result: AgentRunResult) -> dict[str, Any]:
