@@ -93,32 +93,25 @@ class TerminationReason:
     def lifecycle_reason(self) -> str | None:
         """The ``status_reason`` of the run-lifecycle state key, spelled as the Rust runtime's ``to_run_status``:
         ``natural``, ``behavior_requested``, ``cancelled``, ``blocked:<message>``, ``stopped:<code>``, ``error``."""
-        match self.type:
-            case "suspended":
-                return None
-            case "natural_end":
-                return "natural"
-            case "blocked":
-                return f"blocked:{self.value}"
-            case "stopped":
-                return f"stopped:{(self.value or {}).get('code', '')}"
-            case _:
-                return self.type
+        return self._reason(":", detailed_error=False)
 
     @property
     def done_reason(self) -> str | None:
         """The ``status_reason`` of a finished run, as the docs' in-process backend words it: ``natural``,
         ``cancelled``, ``blocked: <message>``, ``stopped: <code>``, or an error's own message."""
+        return self._reason(": ", detailed_error=True)
+
+    def _reason(self, sep: str, *, detailed_error: bool) -> str | None:
         match self.type:
             case "suspended":
                 return None
             case "natural_end":
                 return "natural"
             case "blocked":
-                return f"blocked: {self.value}"
+                return f"blocked{sep}{self.value}"
             case "stopped":
-                return f"stopped: {(self.value or {}).get('code', '')}"
-            case "error":
+                return f"stopped{sep}{(self.value or {}).get('code', '')}"
+            case "error" if detailed_error:
                 return str(self.value) if self.value else "error"
             case _:
                 return self.type
