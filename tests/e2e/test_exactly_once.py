@@ -261,10 +261,9 @@ ROUNDS = 8
 STEPS = 4
 
 
-def steps_world(where: Path, rng: random.Random) -> World:
+def steps_world(where: Path, rng: random.Random, new_store: Callable[[Path], str]) -> World:
     """An allowed ``append_line`` called at each of ``STEPS`` steps (lines s0..s3), the model taking a few ms."""
-    where.mkdir()
-    world = World(where)
+    world = world_in(where, new_store)
     turns = [
         {"text": "", "delay_ms": rng.randint(0, 40),
          "tool_calls": [{"name": "append_line", "arguments": {"line": f"s{i}"}, "id": f"c{i}"}]}
@@ -296,12 +295,14 @@ def settle_by_the_truth(world: World, run_id: str) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_kill_9_at_random_points_of_multi_step_runs_never_runs_an_effect_twice(tmp_path: Path) -> None:
+def test_kill_9_at_random_points_of_multi_step_runs_never_runs_an_effect_twice(
+    tmp_path: Path, new_store: Callable[[Path], str]
+) -> None:
     """Seeded: a kill at a random instant, or right after (or before) a random step's effect, then recovery by a
     restarted worker and a person answering by what they see. Every line ends up written exactly once."""
     rng = random.Random(20261128)
     for i in range(ROUNDS):
-        world = steps_world(tmp_path / f"round{i}", rng)
+        world = steps_world(tmp_path / f"round{i}", rng, new_store)
         try:
             fault = ("CRASH_HANG_AFTER", "CRASH_HANG", None)[i % 3]
             env = {fault: str(tmp_path / f"round{i}" / "at-the-effect")} if fault else {}
