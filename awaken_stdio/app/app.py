@@ -33,7 +33,8 @@ from awaken_stdio.app.config import LoadedConfig, validate_config
 from awaken_stdio.app.config_file import read_config_file, store_url
 from awaken_stdio.app.loading import ToolLoading
 from awaken_stdio.app.sessions import Sessions
-from awaken_stdio.contract.ids import new_id
+from awaken_stdio.app.verdicts import unknown_calls
+from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext, ToolDescriptor, ToolResult, preview_call
 
 if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
@@ -135,6 +136,11 @@ class App:
         """The run, waiting for decisions (its pending calls in ``waiting``); else ``InvalidResume``: unknown, or
         ``DecisionSuperseded`` naming the surface and process that decided or cancelled it first."""
         return await self.mailbox.waiting(run_id)
+
+    async def unknown_calls(self, run: RunRecord) -> list[str]:
+        """The run's pending calls whose earlier attempt's outcome is unknown: a surface asks about them with the
+        choices (run again, record as done, skip), as ``decide`` refuses a plain approval of them."""
+        return await unknown_calls(self.store.mailbox, run, now_ms())
 
     async def holder(self, thread_id: str) -> str | None:
         """The process (``host:pid:instance``) holding the thread's claim, which continues its run; ``None``."""

@@ -47,10 +47,12 @@ class Question:
     preview: ToolPreview | None = None
 
     @staticmethod
-    def of(ticket: WaitingTicket, preview: ToolPreview | None = None) -> Question:
-        """A stored pending call; ``preview`` (worked out again now) replaces the one stored when it was suspended."""
-        unknown = ticket.message if ticket.outcome_unknown else None
-        return Question(ticket.tool_call_id, ticket.tool_name, ticket.arguments, unknown, preview or ticket.preview)
+    def of(ticket: WaitingTicket, preview: ToolPreview | None = None, *, unknown: bool = False) -> Question:
+        """A stored pending call; ``preview`` (worked out again now) replaces the one stored when it was suspended.
+        ``unknown``: the effect ledger says its outcome is unknown although its ticket does not say so yet (the
+        process that ran it died, or was cut off, before any process asked again)."""
+        note = ticket.message if ticket.outcome_unknown else _UNKNOWN_TEXT if unknown else None
+        return Question(ticket.tool_call_id, ticket.tool_name, ticket.arguments, note, preview or ticket.preview)
 
     def tool_call(self, descriptor: ToolDescriptor | None) -> dict[str, Any]:
         """The ``toolCall`` of the request: what approving would do, and whether it may be a second time."""

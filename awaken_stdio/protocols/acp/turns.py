@@ -330,7 +330,10 @@ class Turns:
                 await self.host.update(session.id, tool_call(ticket.tool_call_id, ticket.tool_name, ticket.arguments,
                                                         lookup(ticket.tool_name)))  # fmt: skip
             host = self.host.host_context(session)  # the file as it is now, through this editor
-            calls = [Question.of(t, await app.preview(run, t, host)) for t in tickets]
+            unknown = set(await app.unknown_calls(run))  # the rule every decider reads, before anyone is asked
+            calls = [
+                Question.of(t, await app.preview(run, t, host), unknown=t.tool_call_id in unknown) for t in tickets
+            ]
             ask = Ask(run.run_id, [t.tool_call_id for t in tickets])
             decisions: Decisions | None = None
             unanswered: Unanswered | None = None
