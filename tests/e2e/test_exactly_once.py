@@ -16,6 +16,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,17 +35,11 @@ LEASE_S = 6.0  # MailboxConfig.lease_ms: a paused holder's claim lapses after th
 
 def approving(world: World, run_id: str, *flags: str, **env: str) -> subprocess.Popen[str]:
     cli = ["-m", "awaken_stdio", "runs", "approve", run_id, *flags, "--config", str(world.config)]
-    return world.spawn([world_python(), *cli, "--store", world.store], **env)
+    return world.spawn([sys.executable, *cli, "--store", world.store], **env)
 
 
 def decide(world: World, run_id: str, verb: str) -> subprocess.CompletedProcess[str]:
     return world.cli("runs", verb, run_id)
-
-
-def world_python() -> str:
-    import sys
-
-    return sys.executable
 
 
 def stopped(pid: int) -> bool:
