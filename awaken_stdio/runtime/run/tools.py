@@ -222,8 +222,13 @@ async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: Too
 
 
 def _stored(run: RunState, call: ToolCall) -> bool:
-    """Whether the step that made ``call`` is in the store already."""
-    return any(c.id == call.id for m in run.messages[: run.written] for c in m.tool_calls)
+    """Whether the step that made ``call`` is in the store already. Searched from the newest message back: the step
+    is the last one or close to it, so this costs the same at any conversation length."""
+    messages = run.messages
+    for i in range(len(messages) - 1, -1, -1):
+        if any(c.id == call.id for c in messages[i].tool_calls):
+            return i < run.written
+    return False
 
 
 async def _effect_finished(run: RunState, call: ToolCall, result: ToolResult | None) -> None:
