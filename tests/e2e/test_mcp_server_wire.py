@@ -52,12 +52,18 @@ class Raw:
         self.received.append(message)
         return message
 
+    async def answer(self, timeout: float = 10) -> dict[str, Any]:
+        """The next answer, past any notification (a late tool list change may come between)."""
+        while "method" in (message := await self.receive(timeout)):
+            pass
+        return message
+
     async def request(self, id: Any, method: str, params: Any = None) -> dict[str, Any]:
         frame = {"jsonrpc": "2.0", "id": id, "method": method, **({"params": params} if params is not None else {})}
         await self.send(frame)
         while True:
-            message = await self.receive()
-            if message.get("id") == id and "method" not in message:
+            message = await self.answer()
+            if message.get("id") == id:
                 return message
 
 
@@ -131,16 +137,16 @@ async def test_bad_frames_are_answered_and_stdout_stays_clean(tmp_path: Path) ->
     raw = await spawn(make_env(tmp_path))
     await raw.request(1, "initialize", INIT)
     await raw.write(b"this is not json\n")
-    assert (await raw.receive())["error"]["code"] == -32700
+    assert (await raw.answer())["error"]["code"] == -32700
     await raw.write(b'[{"jsonrpc": "2.0", "id": 9, "method": "ping"}]\n')
-    assert (await raw.receive())["error"]["code"] == -32600
+    assert (await raw.answer())["error"]["code"] == -32600
     await raw.write(b'{"jsonrpc": "2.0", "id": null, "method": "ping"}\n')
-    assert (await raw.receive())["error"]["code"] == -32600
+    assert (await raw.answer())["error"]["code"] == -32600
     await raw.write(b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": []}\n')
-    assert (await raw.receive())["error"]["code"] == -32602
+    assert (await raw.answer())["error"]["code"] == -32602
     huge = b'{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"x": "' + b"x" * (33 * 1024 * 1024) + b'"}}\n'
     await raw.write(huge)
-    answer = await raw.receive(timeout=20)
+    answer = await raw.answer(timeout=20)
     assert answer["error"]["code"] == -32600 and answer["id"] is None
     assert (await raw.request(4, "ping"))["result"] == {}
     assert await close(raw) < 1.0
