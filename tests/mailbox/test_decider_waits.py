@@ -1,0 +1,157 @@
+"""A decider that must wait for its own row, made deterministic: the poller of its own process never runs that row
+behind its back, and a decision for a run still finishing its step here returns only once the run has taken it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
+from awaken_stdio.contract.activation import AgentRunResult, RunActivation
+from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.stores import Store
+from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.tools import ToolCallContext
+from awaken_stdio.stores.memory import MemoryStore
+from tests.mailbox.test_service import APPROVE, guarded, serving, until
+from tests.runtime.helpers import AskPermission, FnTool, call, make_runtime, turn
+
+pytestmark = pytest.mark.anyio
+
+
+def go() -> RunActivation:
+    return RunActivation([Message.user("go")], thread_id="t", wait_for_decisions=True)
+
+
+async def test_the_deciders_own_poller_leaves_its_row_alone() -> None:
+    """The holder (another process) pauses past its lease while a decider here waits for it. The poller here runs
+    between the lapse and the decider's next look: without the guard it would claim the row and run the tool, and
+    the decider, seeing its row claimed by its own process, would run it again."""
+    store = MemoryStore()
+    gate = anyio.Event()
+
+    async def blocks(args: dict[str, Any], ctx: ToolCallContext) -> Any:
+        await gate.wait()
+        return "done"
+
+    holder_runtime, _ = guarded(store)
+    tool = FnTool("guarded", blocks)
+    decider_runtime = make_runtime(
+        [turn("", call("guarded", id="c1")), turn("done")], tools=[tool], plugins=[AskPermission()], store=store
+    )
+    holder = MailboxService(holder_runtime, MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=300))
+    # the decider looks at its row once a second; its process's sweep runs only when the test says so
+    slow = MailboxConfig(poll_every_s=1.0, sweep_every_s=100.0, renew_every_s=0.05, lease_ms=5_000)
+    decider = MailboxService(decider_runtime, slow)
+    results: list[AgentRunResult | None] = []
+
+    async def hold() -> None:
+        await holder.submit(go())
+
+    async with anyio.create_task_group() as outer:
+        async with serving(holder):
+            outer.start_soon(hold)
+            await until(lambda: _waiting(store))
+        # the holder's process is paused from here on: it neither renews nor polls, its run still waits
+        run_id = await _run_id(store)
+        async with serving(decider):
+
+            async def decide() -> None:
+                results.append(await decider.decide(run_id, APPROVE))
+
+            started = time.monotonic()
+            outer.start_soon(decide)
+            await until(lambda: _rows(store, "decide", "queued"))
+            await anyio.sleep(max(0.0, started + 0.6 - time.monotonic()))  # the holder's lease has lapsed by now
+            await decider.sweep()
+            await decider.poll()
+            await anyio.sleep(max(0.0, started + 1.5 - time.monotonic()))  # past the decider's next look
+            gate.set()
+            await until(lambda: _len(results))
+        outer.cancel_scope.cancel()
+
+    assert results[0] is not None and results[0].status == "completed"
+    assert len(tool.calls) == 1
+
+
+async def test_a_decision_for_a_run_still_busy_here_returns_once_taken() -> None:
+    """Two calls wait; ``c1`` is approved and runs (slowly) while the run still waits for ``c2``. A decision for
+    ``c2`` taken here now cannot be handed over yet: it returns only once the run, waiting again, took it over, and
+    each call runs once."""
+    c1_done = anyio.Event()
+
+    async def slow(args: dict[str, Any], ctx: ToolCallContext) -> Any:
+        await c1_done.wait()
+        return "slow done"
+
+    first, second = FnTool("first", slow), FnTool("second")
+    runtime = make_runtime(
+        [turn("", call("first", id="c1"), call("second", id="c2")), turn("done")],
+        tools=[first, second],
+        plugins=[AskPermission()],
+    )
+    service = MailboxService(runtime, MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000))
+    finished: list[AgentRunResult] = []
+    decided: list[object] = []
+
+    async def hold() -> None:
+        finished.append(await service.submit(go()))
+
+    async def decide(run_id: str, call_id: str) -> None:
+        decided.append(await service.decide(run_id, [(f"perm_{call_id}", ToolCallResume.approve())]))
+
+    async with serving(service), anyio.create_task_group() as tg:
+        tg.start_soon(hold)
+        await until(lambda: _waiting(runtime.store))
+        run_id = await _run_id(runtime.store)
+        tg.start_soon(decide, run_id, "c1")
+        await until(lambda: _called(first))
+        assert (await _status(runtime.store, run_id)) == "waiting"
+        tg.start_soon(decide, run_id, "c2")
+        await until(lambda: _rows(runtime.store, "decide", "queued"))
+        await anyio.sleep(0.3)
+        assert decided == [None]  # c2's decision is recorded, but the run has not taken it: not "done" yet
+        c1_done.set()
+        await until(lambda: _count(decided, 2))
+        rows = await runtime.store.mailbox.list_dispatches("t")
+        assert all(r.status != "queued" for r in rows)
+        await until(lambda: _len(finished))
+
+    assert decided == [None, None] and finished[0].status == "completed"
+    assert len(first.calls) == 1 and len(second.calls) == 1
+
+
+async def _waiting(store: Store) -> bool:
+    latest = await store.latest_run("t")
+    return latest is not None and latest.status == "waiting"
+
+
+async def _run_id(store: Store) -> str:
+    latest = await store.latest_run("t")
+    assert latest is not None
+    return latest.run_id
+
+
+async def _status(store: Store, run_id: str) -> str:
+    record = await store.load_run(run_id)
+    assert record is not None
+    return record.status
+
+
+async def _rows(store: Any, kind: str, status: str) -> bool:
+    return any(r.request.kind == kind and r.status == status for r in await store.mailbox.list_dispatches("t"))
+
+
+async def _called(tool: FnTool) -> bool:
+    return bool(tool.calls)
+
+
+async def _len(items: list[Any]) -> bool:
+    return bool(items)
+
+
+async def _count(items: list[Any], n: int) -> bool:
+    return len(items) >= n
