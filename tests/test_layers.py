@@ -104,3 +104,62 @@ def test_a_layer_loads_nothing_above_it(name: str, rank: int, tops: tuple[str, .
     above = [m for m in loaded if (to := _layer(m)) is not None and not _may_import((name, rank), to)]
     assert modules, name
     assert not above, f"importing the {name} layer loads {above}"
+
+
+# Circles older than this check (issue 29 removes them); the list may only shrink.
+KNOWN_CIRCLES = {
+    frozenset({"stores._sql", "stores.mailbox_sql"}),
+    frozenset({"runtime.run.calls", "runtime.run.finish", "runtime.run.state"}),
+    frozenset({"protocols.acp.front", "protocols.acp.initialize"}),
+    frozenset({"protocols.mcp.initialize", "protocols.mcp.server"}),
+}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[frozenset[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = {stack.pop()}
+                while node not in group:
+                    group.add(stack.pop())
+                if len(group) > 1:
+                    found.append(frozenset(m.removeprefix("awaken_stdio.") for m in group))
+    return found
+
+
+def test_no_import_circle_between_modules() -> None:
+    """Wherever the statement is (in a function, under ``TYPE_CHECKING``): a circle is a cut in the wrong place."""
+    modules = dict(_modules())
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for _, target in _imports(path):
+            while target not in modules and "." in target:  # ``from a.b import Name``: the module a.b
+                target = target.rpartition(".")[0]
+            if target in modules and target != module:
+                graph[module].add(target)
+    circles = set(_circles(graph))
+    assert circles <= KNOWN_CIRCLES, f"new import circles: {sorted(map(sorted, circles - KNOWN_CIRCLES))}"
+    assert circles >= KNOWN_CIRCLES, f"gone, drop from KNOWN_CIRCLES: {sorted(map(sorted, KNOWN_CIRCLES - circles))}"

@@ -34,10 +34,13 @@ from awaken_stdio.app.config_file import read_config_file, store_url
 from awaken_stdio.app.loading import ToolLoading
 from awaken_stdio.app.sessions import Sessions
 from awaken_stdio.app.verdicts import unknown_calls
+from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext, ToolDescriptor, ToolResult, preview_call
 
 if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
+    from anyio.abc import TaskGroup
+
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
     from awaken_stdio.contract.activation import AgentRunResult, EventSink, RunActivation
     from awaken_stdio.contract.preview import ToolPreview
@@ -319,7 +322,7 @@ async def open_app(
     """Open the store, build the runtime with every configured tool and plugin, and run the mailbox service until
     exit (then the store closes). ``serve=False`` (the CLI) handles only this process's own dispatches and never
     picks up other processes' queued work."""
-    from awaken_stdio.app.assemble import assemble_runtime, load_tool_modules
+    from awaken_stdio.app.assemble import assemble_runtime
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
     from awaken_stdio.runtime.observability import otel_from_env
     from awaken_stdio.stores import open_store
@@ -350,6 +353,32 @@ async def open_app(
                 tg.cancel_scope.cancel()
         if failure is not None:
             raise failure
+
+
+def load_tool_modules(app: App, tasks: TaskGroup) -> None:
+    """Import each ``[tools] modules`` entry in ``tasks``, off the event loop, each loading (``app.loading``) from
+    now until its tools join the runtime or it fails (a problem naming it)."""
+    for module in app.settings.loaded.config.tools.modules:
+        name = f"tool module {module!r}"
+        app.loading.start(name)
+        tasks.start_soon(_add_tool_module, app, module, name)
+
+
+async def _add_tool_module(app: App, module: str, name: str) -> None:
+    from awaken_stdio.tools.discovery import import_tools
+
+    try:
+        tools = await import_tools(module, app.settings.loaded.base_dir)
+    except ConfigError as exc:
+        app.loading.done(name, str(exc))
+        return
+    runtime = app.runtime
+    taken = sorted(t.name for t in tools if t.name in runtime.tools)
+    for tool in tools:
+        if tool.name not in taken:
+            runtime.add_tool(tool)
+    await app.tools_changed()
+    app.loading.done(name, f"{name} defines tools already registered: {', '.join(taken)}" if taken else None)
 
 
 @asynccontextmanager

@@ -3,7 +3,7 @@ with every configured tool and plugin.
 
 The walk goes one way, down: ``config.py`` (what the file says) -> specs here (the runtime's and the tools'
 vocabulary) -> the runtime. The tools and providers never see the config's pydantic models. The ``@tool`` modules
-join the app's runtime after it opened (:func:`load_tool_modules`): an import that hangs or fails holds nobody.
+join the app's runtime after it opened (``app.load_tool_modules``): an import that hangs or fails holds nobody.
 """
 
 from __future__ import annotations
@@ -17,9 +17,6 @@ from awaken_stdio.contract.agent import AgentSpec, ModelSpec
 from awaken_stdio.contract.errors import ConfigError
 
 if TYPE_CHECKING:
-    from anyio.abc import TaskGroup
-
-    from awaken_stdio.app.app import App
     from awaken_stdio.contract.stores import Store
     from awaken_stdio.runtime.agent_runtime import AgentRuntime
     from awaken_stdio.tools.mcp import McpServerSpec
@@ -30,7 +27,6 @@ __all__ = [
     "assemble_runtime",
     "build_runtime",
     "configured_specs",
-    "load_tool_modules",
     "mcp_server_spec",
     "model_spec",
     "open_runtime",
@@ -161,7 +157,7 @@ def configured_specs(servers: Mapping[str, McpServerConfig]) -> list[McpServerSp
 def assemble_runtime(loaded: LoadedConfig, store: Store, tracer_provider: Any = None) -> AgentRuntime:
     """The application's runtime on ``store``: :func:`build_runtime`, then the built-in tools (unless turned off),
     the installed entry points, the permission plugin and the observability plugin (the ``@tool`` modules come
-    after: :func:`load_tool_modules`)."""
+    after: ``app.load_tool_modules``)."""
     from awaken_stdio.runtime.observability import LogSink, ObservabilityPlugin
     from awaken_stdio.runtime.permission import PermissionPlugin
     from awaken_stdio.tools.discovery import tools_from_entry_points
@@ -179,29 +175,3 @@ def assemble_runtime(loaded: LoadedConfig, store: Store, tracer_provider: Any = 
     providers = {model_id: model.provider for model_id, model in config.models.items()}
     runtime.add_plugin(ObservabilityPlugin(LogSink(), tracer_provider, providers=providers))
     return runtime
-
-
-def load_tool_modules(app: App, tasks: TaskGroup) -> None:
-    """Import each ``[tools] modules`` entry in ``tasks``, off the event loop, each loading (``app.loading``) from
-    now until its tools join the runtime or it fails (a problem naming it)."""
-    for module in app.settings.loaded.config.tools.modules:
-        name = f"tool module {module!r}"
-        app.loading.start(name)
-        tasks.start_soon(_add_tool_module, app, module, name)
-
-
-async def _add_tool_module(app: App, module: str, name: str) -> None:
-    from awaken_stdio.tools.discovery import import_tools
-
-    try:
-        tools = await import_tools(module, app.settings.loaded.base_dir)
-    except ConfigError as exc:
-        app.loading.done(name, str(exc))
-        return
-    runtime = app.runtime
-    taken = sorted(t.name for t in tools if t.name in runtime.tools)
-    for tool in tools:
-        if tool.name not in taken:
-            runtime.add_tool(tool)
-    await app.tools_changed()
-    app.loading.done(name, f"{name} defines tools already registered: {', '.join(taken)}" if taken else None)

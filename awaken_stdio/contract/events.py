@@ -13,8 +13,8 @@ from typing import Any, ClassVar, Literal
 
 from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
+from awaken_stdio.contract.results import ToolResult
 from awaken_stdio.contract.state import PersistedState
-from awaken_stdio.contract.tools import ToolResult
 
 __all__ = [
     "ActivitySnapshot",

@@ -6,10 +6,10 @@ after a restart: ACP sends the changes as ``diff`` content of the permission req
 :meth:`ToolPreview.summary`. A preview is computed through the same file system the call would use (the editor's,
 when an ACP client offers one), so the person sees the editor's unsaved text, not a stale disk copy.
 
-An approval is bound to the preview the person saw (:func:`bind`: its :meth:`ToolPreview.digest` travels in the
-answer). An approved call whose targets no longer hold what the preview showed does not run: it is asked about again
-with the preview as things are then (:data:`CHANGED`), and the built-in file tools refuse a write whose file changed
-after that check.
+An approval is bound to the preview the person saw (``contract.suspension.bind``: its :meth:`ToolPreview.digest` travels
+in the answer). An approved call whose targets no longer hold what the preview showed does not run: it is asked about
+again with the preview as things are then (:data:`CHANGED`), and the built-in file tools refuse a write whose file
+changed after that check.
 """
 
 from __future__ import annotations
@@ -17,12 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from awaken_stdio.contract.suspension import ToolCallResume
-
-__all__ = ["CHANGED", "SHOWN", "FileChange", "ToolPreview", "bind", "bound_digest"]
+__all__ = ["CHANGED", "SHOWN", "FileChange", "ToolPreview"]
 
 SUMMARY_LINES = 40
 """Lines of a shortened preview (MCP elicitation messages, ``runs show``); the rest is counted, not shown."""
@@ -108,18 +105,3 @@ class ToolPreview:
     def from_json(d: dict[str, Any]) -> ToolPreview:
         changes = tuple(FileChange(c["path"], c.get("old_text"), c["new_text"]) for c in d.get("changes") or ())
         return ToolPreview(changes, d.get("command"), d.get("cwd"), d.get("note", ""))
-
-
-def bind(decision: ToolCallResume, preview: ToolPreview | None) -> ToolCallResume:
-    """``decision`` bound to ``preview``, the one the person saw, when it approves and is not bound yet."""
-    answer = decision.result
-    if preview is None or decision.action != "resume" or not isinstance(answer, dict) or SHOWN in answer:
-        return decision
-    return replace(decision, result={**answer, SHOWN: preview.digest()})
-
-
-def bound_digest(decision: ToolCallResume | None) -> str | None:
-    """The digest of the preview an approval was given on (``None``: not bound to one)."""
-    answer = decision.result if decision is not None and decision.action == "resume" else None
-    shown = answer.get(SHOWN) if isinstance(answer, dict) else None
-    return shown if isinstance(shown, str) else None

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from awaken_stdio.contract.ids import new_id, now_ms
-from awaken_stdio.contract.preview import ToolPreview
+from awaken_stdio.contract.preview import SHOWN, ToolPreview
 
 __all__ = [
     "OUTCOME_UNKNOWN_ACTION",
@@ -20,6 +20,8 @@ __all__ = [
     "ToolCallResume",
     "UnknownChoice",
     "WaitingReason",
+    "bind",
+    "bound_digest",
     "waiting_reason_for",
 ]
 
@@ -168,3 +170,18 @@ _WAITING: dict[str, WaitingReason] = {
 
 def waiting_reason_for(pause_reason: str | None) -> WaitingReason:
     return _WAITING.get(pause_reason or "", "external_event")
+
+
+def bind(decision: ToolCallResume, preview: ToolPreview | None) -> ToolCallResume:
+    """``decision`` bound to ``preview``, the one the person saw, when it approves and is not bound yet."""
+    answer = decision.result
+    if preview is None or decision.action != "resume" or not isinstance(answer, dict) or SHOWN in answer:
+        return decision
+    return replace(decision, result={**answer, SHOWN: preview.digest()})
+
+
+def bound_digest(decision: ToolCallResume | None) -> str | None:
+    """The digest of the preview an approval was given on (``None``: not bound to one)."""
+    answer = decision.result if decision is not None and decision.action == "resume" else None
+    shown = answer.get(SHOWN) if isinstance(answer, dict) else None
+    return shown if isinstance(shown, str) else None

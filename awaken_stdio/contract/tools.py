@@ -8,7 +8,6 @@ waits or is blocked.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from abc import ABC, abstractmethod
@@ -20,15 +19,15 @@ import anyio
 
 from awaken_stdio.contract.channel import CLIENT_CHANNEL, PYTHON_LEVELS, Elicited, LogLevel, Sampled
 from awaken_stdio.contract.errors import ToolError, ToolFailure
-from awaken_stdio.contract.messages import ContentBlock, content_from_json, content_to_json
+from awaken_stdio.contract.events import ActivitySnapshot, AgentEvent, ToolCallStreamDelta
+from awaken_stdio.contract.results import ToolResult, ToolStatus
 from awaken_stdio.contract.state import Snapshot, StateCommand, StateKey, V
 
 if TYPE_CHECKING:
-    from awaken_stdio.contract.events import AgentEvent
     from awaken_stdio.contract.identity import RunIdentity
     from awaken_stdio.contract.preview import ToolPreview
     from awaken_stdio.contract.profile import ProfileAccess
-    from awaken_stdio.contract.suspension import SuspendTicket, ToolCallResume
+    from awaken_stdio.contract.suspension import ToolCallResume
 
 __all__ = [
     "CancelToken",
@@ -45,7 +44,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
-ToolStatus = Literal["success", "pending", "error"]
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
@@ -101,86 +99,6 @@ def infer_tool_kind(name: str) -> ToolKind:
         if any(w in hints for w in words):
             return kind
     return "other"
-
-
-@dataclass(slots=True)
-class ToolResult:
-    """The outcome of one call. ``message`` (else JSON of ``data``) is what the model reads.
-
-    ``content``: rich blocks (images, audio, resources; ``contract/content.py``) the protocols show as they are.
-    """
-
-    tool_name: str
-    status: ToolStatus
-    data: Any = None
-    message: str | None = None
-    suspension: SuspendTicket | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    content: list[ContentBlock] = field(default_factory=list)
-
-    @staticmethod
-    def success(tool_name: str, data: Any = None, message: str | None = None) -> ToolResult:
-        return ToolResult(tool_name, "success", data, message)
-
-    @staticmethod
-    def error(tool_name: str, message: str, *, code: str | None = None, data: Any = None) -> ToolResult:
-        if code is not None:
-            return ToolResult(tool_name, "error", {"error": {"code": code, "message": message}}, f"[{code}] {message}")
-        return ToolResult(tool_name, "error", data, message)
-
-    @staticmethod
-    def rich(tool_name: str, blocks: ContentBlock | list[ContentBlock] | tuple[ContentBlock, ...]) -> ToolResult:
-        """A success made of content blocks; the model reads their text and a stand-in for each other block."""
-        from awaken_stdio.contract.content import model_text
-
-        content = list(blocks) if isinstance(blocks, list | tuple) else [blocks]
-        return ToolResult(tool_name, "success", None, model_text(content), content=content)
-
-    @staticmethod
-    def suspended(tool_name: str, ticket: SuspendTicket | None = None, message: str | None = None) -> ToolResult:
-        return ToolResult(tool_name, "pending", None, message, ticket)
-
-    @property
-    def is_error(self) -> bool:
-        return self.status == "error"
-
-    @property
-    def is_pending(self) -> bool:
-        return self.status == "pending"
-
-    def text_for_model(self) -> str:
-        if self.message is not None:
-            return self.message
-        if isinstance(self.data, str):
-            return self.data
-        return json.dumps(self.data, ensure_ascii=False, default=str)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"tool_name": self.tool_name, "status": self.status, "data": self.data}
-        if self.message is not None:
-            out["message"] = self.message
-        if self.suspension is not None:
-            out["suspension"] = self.suspension.to_json()
-        if self.metadata:
-            out["metadata"] = self.metadata
-        if self.content:
-            out["content"] = [content_to_json(b) for b in self.content]
-        return out
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> ToolResult:
-        from awaken_stdio.contract.suspension import SuspendTicket
-
-        ticket = d.get("suspension")
-        return ToolResult(
-            d["tool_name"],
-            d["status"],
-            d.get("data"),
-            d.get("message"),
-            SuspendTicket.from_json(ticket) if ticket else None,
-            dict(d.get("metadata") or {}),
-            [content_from_json(b) for b in d.get("content") or ()],
-        )
 
 
 @dataclass(slots=True)
@@ -249,8 +167,6 @@ class ToolCallContext:
         self, status: Literal["pending", "running", "done", "failed", "cancelled"], message: str = "", **extra: Any
     ) -> None:
         """Tell the host how the call is going (ACP tool_call_update, MCP progress)."""
-        from awaken_stdio.contract.events import ActivitySnapshot
-
         if self.emit is not None:
             content = {"schema": "tool-call-progress.v1", "status": status, "message": message, **extra}
             await self.emit(ActivitySnapshot(self.call_id, "tool-call-progress", content, True))
@@ -309,14 +225,10 @@ class ToolCallContext:
         return result
 
     async def report_activity(self, activity_type: str, content: Any, *, replace: bool = True) -> None:
-        from awaken_stdio.contract.events import ActivitySnapshot
-
         if self.emit is not None:
             await self.emit(ActivitySnapshot(self.call_id, activity_type, content, replace))
 
     async def stream_output(self, delta: str) -> None:
-        from awaken_stdio.contract.events import ToolCallStreamDelta
-
         if self.emit is not None:
             await self.emit(ToolCallStreamDelta(self.call_id, delta))
 

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from awaken_stdio.contract.errors import ToolFailure
-from awaken_stdio.contract.preview import bind
 from awaken_stdio.contract.state import Snapshot
-from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.suspension import ToolCallResume, bind
 from awaken_stdio.contract.tools import Tool, ToolCallContext
 from awaken_stdio.tools.builtin import edit_file, write_file
 

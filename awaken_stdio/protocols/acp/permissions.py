@@ -17,9 +17,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from awaken_stdio.contract.preview import ToolPreview, bind
+from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.stores import WaitingTicket
-from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.suspension import ToolCallResume, bind
 from awaken_stdio.contract.tools import ToolDescriptor
 from awaken_stdio.protocols.acp.encoder import preview_fields, tool_call
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer

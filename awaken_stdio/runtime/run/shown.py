@@ -1,6 +1,6 @@
 """Approvals bound to what was shown: an approved call whose target changed since its preview is asked again.
 
-A person approves the diff they saw (``contract.preview.bind``). Before the approved call runs, its preview is worked
+A person approves the diff they saw (``contract.suspension.bind``). Before the approved call runs, its preview is worked
 out again through the call's own context (the editor's file system when there is one); when the targets no longer
 hold the text the approved preview assumed, running it would change something nobody saw, so it is suspended again
 with the new preview, saying why.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from awaken_stdio.contract.messages import ToolCall
-from awaken_stdio.contract.preview import CHANGED, bound_digest
-from awaken_stdio.contract.suspension import OUTCOME_UNKNOWN_ACTION, SuspendTicket
+from awaken_stdio.contract.preview import CHANGED
+from awaken_stdio.contract.suspension import OUTCOME_UNKNOWN_ACTION, SuspendTicket, bound_digest
 from awaken_stdio.contract.tools import Tool, preview_call
 from awaken_stdio.runtime.run.state import RunState
 from awaken_stdio.runtime.runtime_keys import ToolCallState

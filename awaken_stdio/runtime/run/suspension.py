@@ -16,9 +16,8 @@ from awaken_stdio.contract.events import RunFinish, RunResult, RunStart, ToolCal
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message, ToolCall
-from awaken_stdio.contract.preview import bind
 from awaken_stdio.contract.state import StateCommand
-from awaken_stdio.contract.suspension import Decisions, ToolCallResume
+from awaken_stdio.contract.suspension import Decisions, ToolCallResume, bind
 from awaken_stdio.contract.tools import ToolResult
 from awaken_stdio.runtime.executors import CallResult
 from awaken_stdio.runtime.plugins import Block, Phase, SetResult, Suspend

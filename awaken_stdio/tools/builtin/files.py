@@ -17,7 +17,8 @@ from typing import Annotated
 from pydantic import Field
 
 from awaken_stdio.contract.errors import ToolError, ToolFailure
-from awaken_stdio.contract.preview import FileChange, ToolPreview, bound_digest
+from awaken_stdio.contract.preview import FileChange, ToolPreview
+from awaken_stdio.contract.suspension import bound_digest
 from awaken_stdio.contract.tools import ToolCallContext, ToolResult
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool

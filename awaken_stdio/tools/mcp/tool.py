@@ -5,22 +5,21 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.tools import EMPTY_SCHEMA, Tool, ToolCallContext, ToolDescriptor, ToolResult, infer_tool_kind
-from awaken_stdio.tools.mcp.transport import describe
+from awaken_stdio.tools.mcp.spec import McpServerSpec, McpServerStatus
+from awaken_stdio.tools.mcp.transport import Link, describe
 from awaken_stdio.tools.schema import PortabilityError, portable_schema
 
 if TYPE_CHECKING:
     import mcp_types
 
-    from awaken_stdio.tools.mcp.toolsets import Server
-    from awaken_stdio.tools.mcp.transport import Link
-
-__all__ = ["McpTool", "exposed_name", "safe_name"]
+__all__ = ["McpTool", "Server", "exposed_name", "safe_name"]
 
 logger = logging.getLogger("awaken_stdio.tools.mcp")  # one logger for the MCP client, whichever module logs
 
@@ -41,6 +40,18 @@ def exposed_name(prefix: str, remote: str, taken: set[str]) -> str:
         name = f"{name[: _MAX_NAME - len(digest) - 1]}_{digest}"
     taken.add(name)
     return name
+
+
+@dataclass(slots=True, eq=False)
+class Server:
+    """One configured server as its tools see it: the connection to call through, and its status."""
+
+    spec: McpServerSpec
+    prefix: str
+    status: McpServerStatus
+    tools: dict[str, McpTool] = field(default_factory=dict)
+    link: Link | None = None
+    settled: anyio.Event = field(default_factory=anyio.Event)
 
 
 class McpTool(Tool):

@@ -8,7 +8,7 @@ import logging
 import math
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -17,7 +17,7 @@ import anyio.abc
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.contract.tools import Tool
 from awaken_stdio.tools.mcp.spec import McpServerSpec, McpServerStatus, RestartPolicy, missing_command
-from awaken_stdio.tools.mcp.tool import McpTool, exposed_name, safe_name
+from awaken_stdio.tools.mcp.tool import McpTool, Server, exposed_name, safe_name
 from awaken_stdio.tools.mcp.transport import Link, Lost, Signal, describe, open_transport
 
 if TYPE_CHECKING:
@@ -30,16 +30,6 @@ __all__ = ["McpToolsets", "OnChange", "Server", "open_mcp_toolsets"]
 logger = logging.getLogger("awaken_stdio.tools.mcp")  # one logger for the MCP client, whichever module logs
 
 _MAX_PAGES = 1000  # a server whose cursors never end cannot hang a listing
-
-
-@dataclass(slots=True, eq=False)
-class Server:
-    spec: McpServerSpec
-    prefix: str
-    status: McpServerStatus
-    tools: dict[str, McpTool] = field(default_factory=dict)
-    link: Link | None = None
-    settled: anyio.Event = field(default_factory=anyio.Event)
 
 
 OnChange = Callable[[McpServerStatus], Awaitable[None]]
