@@ -322,6 +322,12 @@ class SqliteStore(SqlStore):
         self._wrote()
         return result
 
+    async def _write_urgent(self, fn: Fn[T]) -> T:
+        self._check_open()
+        result = await self._guarded(lambda: self._writer.run(IMMEDIATE, fn, urgent=True))
+        self._wrote()
+        return result
+
     async def _read(self, fn: Fn[T], *, snapshot: bool = False) -> T:
         self._check_open()
         return await self._guarded(lambda: self._reader.run("BEGIN" if snapshot else None, fn))
