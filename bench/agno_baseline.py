@@ -76,10 +76,15 @@ def agent() -> Agent:
 
 async def rate(runner: Agent, n: int) -> float:
     """Runs per second of ``n`` runs, each in its own session, one after another (as ``bench_runtime._rate``)."""
-    started = time.perf_counter()
+    return (await rates(runner, n))[0]
+
+
+async def rates(runner: Agent, n: int) -> tuple[float, float]:
+    """Runs per second wall-clock and per CPU-second of ``n`` runs, each in its own session, one after another."""
+    started, cpu = time.perf_counter(), time.process_time()
     for i in range(n):
         before = _calls[0]
         result = await runner.arun(f"conversation {i}", session_id=f"s{next(_sessions)}")
         last = result.messages[-1] if result.messages else None
         assert _calls[0] - before == TURNS - 1 and last is not None and last.content == "All done.", result
-    return n / (time.perf_counter() - started)
+    return n / (time.perf_counter() - started), n / (time.process_time() - cpu)

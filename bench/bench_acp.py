@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from bench._process import close_process
+from bench._process import close_process, exit_after_eof_ms
 
 STARTS = 10
 SESSIONS = 50
@@ -260,15 +260,32 @@ async def run() -> list[dict[str, Any]]:
         config = _config(d, [{"text": "ok"}])
         client, _ = await _session(_agent(d, config, "idle"), work)
         await anyio.sleep(0.2)
-        idle = client.rss_kb()
+        idle, files = client.rss_kb(), _data_bytes(d, "idle")
         rows.append(_row("acp memory", "idle RSS (one session)", idle / 1024, "MB"))
         for _ in range(IDLE_SESSIONS - 1):
             await client.new_session(work)
         await anyio.sleep(0.2)
         per = (client.rss_kb() - idle) / (IDLE_SESSIONS - 1)
-        rows.append(_row("acp memory", f"RSS per idle session ({IDLE_SESSIONS} open)", per, "KB", note="goal <= 10 KB"))
-        await close_process(client.process)
+        rows.append(_row("acp memory", f"RSS per idle session ({IDLE_SESSIONS} open)", per, "KB",
+                         note="goal <= 2.5 KB"))  # fmt: skip
+        await anyio.sleep(0.3)  # the idle store's checkpoint
+        running = (_data_bytes(d, "idle") - files) / 1e6
+        exit_ms = await exit_after_eof_ms(client.process)
+        after = (_data_bytes(d, "idle") - files) / 1e6
+        for when, grown in (("server running", running), ("after its exit", after)):
+            rows.append(_row("acp files", f"data directory growth over {IDLE_SESSIONS - 1} session/new, {when}",
+                             grown, "MB", note="database, WAL and shared-memory files; goal <= 5 MB"))  # fmt: skip
+        client, _ = await _session(sdk, work)
+        sdk_exit_ms = await exit_after_eof_ms(client.process)
+        rows.append(_row("acp exit", "idle server: stdin EOF -> exit", exit_ms, "ms", baseline=sdk_exit_ms,
+                         note=f"goal <= 100 ms; {SDK}"))  # fmt: skip
     return rows
+
+
+def _data_bytes(directory: Path, name: str) -> int:
+    """The bytes of a store's files: the database, its WAL and its shared-memory index."""
+    files = [directory / f"{name}.db{suffix}" for suffix in ("", "-wal", "-shm")]
+    return sum(f.stat().st_size for f in files if f.exists())
 
 
 if __name__ == "__main__":

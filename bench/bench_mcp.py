@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from bench._process import close_process
+from bench._process import close_process, exit_after_eof_ms
 
 HERE = Path(__file__).parent
 ROUND_TRIPS = 500
@@ -83,6 +83,7 @@ async def _measure(command: list[str], env: dict[str, str] | None, agent: bool) 
                 assert result["result"]["structuredContent"]["status"] == "completed", result
             per_call = (time.perf_counter() - begin) / AGENT_CALLS
             out["agent_overhead_ms"] = (per_call - 1 / out["calls_per_s"]) * 1000
+        out["exit_ms"] = await exit_after_eof_ms(process)
     finally:
         await close_process(process)
     return out
@@ -120,4 +121,5 @@ async def run() -> list[dict[str, Any]]:
         row("calls_per_s", "1/s", "sequential trivial tools/call round trips; aim >= the SDK server's"),
         row("agent_overhead_ms", "ms", "agent call (zero-delay scripted model, SQLite) minus a tool call; aim <= 5"),
         row("idle_rss_mb", "MB", "resident memory after the first tools/list"),
+        row("exit_ms", "ms", "idle server: stdin EOF to the process's exit; goal <= 100"),
     ]

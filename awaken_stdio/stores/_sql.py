@@ -162,6 +162,10 @@ class SqlStore(BaseStore, Store):
         """Run ``fn`` in one write transaction, retried as a whole on transient contention."""
         raise NotImplementedError
 
+    async def _write_urgent(self, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+        """``_write`` ahead of the writes queued before it, where this backend queues them (``sqlite_thread``)."""
+        return await self._write(fn)
+
     async def _read(self, fn: Callable[[Tx], Coroutine[Any, Any, T]], *, snapshot: bool = False) -> T:
         """Run ``fn`` on a reader; ``snapshot`` makes its statements see one consistent state."""
         raise NotImplementedError

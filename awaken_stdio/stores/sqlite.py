@@ -16,8 +16,10 @@ only when both give up does a caller see ``StoreUnavailable``, never "database i
 
 Copying the WAL back into the database (a checkpoint, two fsyncs) is kept off the writer's path: the checkpointer
 copies (``PASSIVE``: it never blocks a writer or a reader) every ``CHECKPOINT_EVERY`` write transactions while the
-writer goes on. Under sustained writing the WAL cannot restart by itself, so past ``WAL_BACKSTOP_PAGES`` the writer's
-thread truncates it between two writes. The writer checkpoints itself only past twice ``WAL_BACKSTOP_PAGES``, where no
+writer goes on, and once the store has had no write for ``IDLE_CHECKPOINT_S``: SQLite copies what is left when the
+last connection closes, so a process that exits after its input ends would otherwise wait for those fsyncs. Under
+sustained writing the WAL cannot restart by itself, so past ``WAL_BACKSTOP_PAGES`` the writer's thread truncates it
+between two writes. The writer checkpoints itself only past twice ``WAL_BACKSTOP_PAGES``, where no
 process's checkpointer ran.
 
 The file is created here with mode 0600 (SQLite gives its -wal/-shm files the same mode). An existing file is first
@@ -60,6 +62,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 5000
 CHECKPOINT_EVERY = 64  # write transactions (about 640 WAL pages at ten a transaction) between background checkpoints
+IDLE_CHECKPOINT_S = 0.05  # no write for this long: the WAL is copied back meanwhile, not when the process exits
 WAL_BACKSTOP_PAGES = 10_000  # ~40 MB: past it the checkpointer truncates the WAL, holding the write lock for ~30 ms
 WAL_KEPT_BYTES = 4 << 20
 RETRY = RetryPolicy(attempts=8)
@@ -248,6 +251,9 @@ class SqliteStore(SqlStore):
         self.url, self.path = url, path
         self._writer, self._reader, self._checkpointer = writer, reader, checkpointer
         self._writes = 0
+        self._checkpointed = 0  # ``_writes`` when the last checkpoint started
+        self._last_write = 0.0  # the event loop's time of the last write
+        self._idle: asyncio.TimerHandle | None = None  # the check for an idle store, while one is due
         self._checkpointing: asyncio.Task[None] | None = None
 
     @classmethod
@@ -284,6 +290,8 @@ class SqliteStore(SqlStore):
         return store
 
     async def _close(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
         with anyio.CancelScope(shield=True):
             if self._checkpointing is not None:  # closed: no write starts another
                 await asyncio.wait({self._checkpointing})
@@ -291,11 +299,34 @@ class SqliteStore(SqlStore):
                 await thread.close()
 
     def _wrote(self) -> None:
-        """Count a committed write; every ``CHECKPOINT_EVERY`` start a background checkpoint unless one runs. An
-        asyncio task of its own (anyio has no detached task): ``_close`` waits for it."""
+        """Count a committed write; every ``CHECKPOINT_EVERY`` start a background checkpoint unless one runs, and
+        have one start once the store is idle (``_when_idle``). An asyncio task of its own (anyio has no detached
+        task): ``_close`` waits for it."""
         self._writes += 1
-        if self._writes % CHECKPOINT_EVERY == 0 and self._checkpointing is None and not self._closed:
-            self._checkpointing = asyncio.get_running_loop().create_task(self._checkpoint())
+        loop = asyncio.get_running_loop()
+        self._last_write = loop.time()
+        if self._checkpointing is not None or self._closed:
+            return
+        if self._writes % CHECKPOINT_EVERY == 0:
+            self._start_checkpoint()
+        elif self._idle is None:  # one timer per quiet spell, not one per write
+            self._idle = loop.call_later(IDLE_CHECKPOINT_S, self._when_idle)
+
+    def _when_idle(self) -> None:
+        """Checkpoint when no write came for ``IDLE_CHECKPOINT_S``; else look again when that much has passed."""
+        self._idle = None
+        if self._closed or self._checkpointing is not None or self._checkpointed == self._writes:
+            return
+        loop = asyncio.get_running_loop()
+        quiet = loop.time() - self._last_write
+        if quiet < IDLE_CHECKPOINT_S:
+            self._idle = loop.call_later(IDLE_CHECKPOINT_S - quiet, self._when_idle)
+        else:
+            self._start_checkpoint()
+
+    def _start_checkpoint(self) -> None:
+        self._checkpointed = self._writes
+        self._checkpointing = asyncio.get_running_loop().create_task(self._checkpoint())
 
     async def _checkpoint(self) -> None:
         """Copy the WAL back (``PASSIVE``: beside the writer and the readers). Under sustained writing the WAL never
@@ -309,6 +340,8 @@ class SqliteStore(SqlStore):
             log.debug("background checkpoint of %s: %s", self.path, exc)
         finally:
             self._checkpointing = None
+            if self._idle is None and self._checkpointed != self._writes and not self._closed:  # written meanwhile
+                self._idle = asyncio.get_running_loop().call_later(IDLE_CHECKPOINT_S, self._when_idle)
 
     async def _guarded(self, op: Callable[[], Awaitable[T]]) -> T:
         try:
@@ -319,6 +352,12 @@ class SqliteStore(SqlStore):
     async def _write(self, fn: Fn[T]) -> T:
         self._check_open()
         result = await self._guarded(lambda: self._writer.run(IMMEDIATE, fn))
+        self._wrote()
+        return result
+
+    async def _write_urgent(self, fn: Fn[T]) -> T:
+        self._check_open()
+        result = await self._guarded(lambda: self._writer.run(IMMEDIATE, fn, urgent=True))
         self._wrote()
         return result
 

@@ -1,7 +1,9 @@
 """One SQLite connection on a thread of its own, so that no statement, nor the lock or disk it may wait for, ever
 runs on the event loop's thread: a frozen file system or another process's lock stalls this thread, never the loop.
 
-The loop queues transactions; the thread takes everything queued at once (a batch, ``sqlite_tx.run_batch``: writes
+The loop queues transactions (``urgent`` ones, a lease renewal, in a lane of their own that the thread takes first: a
+renewal must not wait behind a burst of checkpoints until its lease has lapsed); the thread takes everything queued at
+once (a batch, ``sqlite_tx.run_batch``: writes
 queued together commit together) and hands the outcomes back in one loop callback per batch. A caller cancelled
 before the thread took its transaction withdraws it (it never runs); once taken, a writer's caller waits until it
 has committed or rolled back, so what it reads next is final (a reader's caller leaves at once: a read changes
@@ -11,6 +13,7 @@ nothing). The thread is a daemon: a process whose disk never answers can still e
 from __future__ import annotations
 
 import asyncio
+import collections
 import queue
 import sqlite3
 import threading
@@ -27,6 +30,7 @@ __all__ = ["ConnectionThread"]
 T = TypeVar("T")
 BATCH_MAX = 64  # transactions taken at once (a group commit holds the write lock for all of them)
 _QUEUED, _TAKEN, _WITHDRAWN = 0, 1, 2
+_WAKE = "wake"  # queued after an urgent transaction: wakes the thread, which takes the urgent lane first
 
 
 class _Work(Work):
@@ -70,7 +74,8 @@ class ConnectionThread:
     def __init__(self, name: str, *, cancelled_waits: bool = True) -> None:
         self._name = name
         self._cancelled_waits = cancelled_waits  # a reader's caller need not wait: nothing it started changes
-        self._queue: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Work | str | None] = queue.SimpleQueue()
+        self._urgent: collections.deque[_Work] = collections.deque()  # taken before anything queued
         self._mutex = threading.Lock()  # a work's state changes (taken or withdrawn) under it
         self._loop = asyncio.get_running_loop()
         self._conn: sqlite3.Connection | None = None
@@ -88,12 +93,17 @@ class ConnectionThread:
             self._queue.put(None)
             raise
 
-    async def run(self, begin: str | None, fn: Fn[T]) -> T:
-        """``fn`` in one transaction on the thread (``begin`` None: in autocommit); its result or its error."""
+    async def run(self, begin: str | None, fn: Fn[T], *, urgent: bool = False) -> T:
+        """``fn`` in one transaction on the thread (``begin`` None: in autocommit); its result or its error.
+        ``urgent``: ahead of everything queued that the thread has not taken yet."""
         if self._closed:
             raise sqlite3.ProgrammingError("the connection is closed")
         work = _Work(begin, fn, self._loop.create_future())
-        self._queue.put(work)
+        if urgent:
+            self._urgent.append(work)
+            self._queue.put(_WAKE)
+        else:
+            self._queue.put(work)
         try:
             return await work.future
         except asyncio.CancelledError:
@@ -147,7 +157,7 @@ class ConnectionThread:
             first = self._queue.get()
             if first is None:
                 return
-            batch = [first]
+            batch = [first] if isinstance(first, _Work) else []
             end = False
             while len(batch) < BATCH_MAX:
                 try:
@@ -157,7 +167,12 @@ class ConnectionThread:
                 if work is None:
                     end = True
                     break
-                batch.append(work)
+                if isinstance(work, _Work):
+                    batch.append(work)
+            urgent: list[_Work] = []
+            while self._urgent:  # appended before its wake-up was queued: all of them are here by now
+                urgent.append(self._urgent.popleft())
+            batch = urgent + batch
             with self._mutex:
                 batch = [w for w in batch if w.state == _QUEUED]
                 for w in batch:

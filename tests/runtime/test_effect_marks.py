@@ -21,6 +21,7 @@ from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import Store
 from awaken_stdio.contract.suspension import ToolCallResume
 from awaken_stdio.contract.tools import ToolCallContext, ToolDescriptor, ToolResult
+from awaken_stdio.runtime.run import finish
 from awaken_stdio.runtime.run.finish import WriteBehind
 from awaken_stdio.stores import open_store
 from tests.runtime.helpers import FnTool, call, make_runtime, turn
@@ -108,13 +109,36 @@ async def test_a_ten_step_run_coalesces_its_step_writes(tmp_path: Path) -> None:
         assert record is not None and record.status == "done" and record.steps == 10
 
 
-async def test_a_step_is_stored_while_the_model_thinks_about_the_next(tmp_path: Path) -> None:
-    turns = [turn(f"step {i}", call("read", {"i": i}), delay_ms=20) for i in range(4)] + [turn("done", delay_ms=20)]
+async def test_a_step_is_stored_while_a_slow_model_thinks_about_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(finish, "WRITE_BEHIND_AFTER_S", 0.005)  # a model slower than the wait for a write
+    turns = [turn(f"step {i}", call("read", {"i": i}), delay_ms=40) for i in range(4)] + [turn("done", delay_ms=40)]
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         runtime = make_runtime(turns, tools=[_reader()], store=store)
         seen = await begins(store)
         result = await runtime.run("go")
         assert result.steps == 5 and len(seen) == 5, seen  # four steps behind the loop, the fifth with the end
+
+
+async def test_read_only_steps_of_a_model_that_answers_soon_write_nothing_until_the_end(tmp_path: Path) -> None:
+    turns = [turn(f"step {i}", call("read", {"i": i}), delay_ms=1) for i in range(9)] + [turn("done", delay_ms=1)]
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        runtime = make_runtime(turns, tools=[_reader()], store=store, max_rounds=20)
+        seen = await begins(store)
+        result = await runtime.run("go")
+        assert result.steps == 10 and len(seen) == 1, seen  # the model yields, yet no step end is written alone
+
+
+async def test_a_ten_step_run_of_a_tool_that_changes_something_writes_once_per_step(tmp_path: Path) -> None:
+    turns = [turn(f"step {i}", call("write", {"i": i}), delay_ms=1) for i in range(9)] + [turn("done", delay_ms=1)]
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        runtime = make_runtime(turns, tools=[FnTool("write")], store=store, max_rounds=20)
+        seen = await begins(store)
+        result = await runtime.run("go")
+        # nine checkpoints, each carrying a call's start mark and settling the call before it, and the run's end
+        assert result.steps == 10 and len(seen) == 10, seen
+        assert await store.mailbox.open_effects(result.thread_id) == []
 
 
 async def test_the_steps_behind_are_stored_before_a_tool_that_changes_something_runs(tmp_path: Path) -> None:

@@ -84,3 +84,31 @@ async def test_short_lived_writers_beside_a_long_lived_one_keep_the_wal_bounded(
                     await short.save_thread(ThreadRecord(f"p{p}-{i}", title="x" * 3000))
         pages = (tmp_path / "a.db-wal").stat().st_size // 4120
         assert pages <= 4 * sqlite.WAL_BACKSTOP_PAGES, pages  # 600 writes of a page or more without it
+
+
+async def test_an_idle_store_copies_its_wal_back_so_closing_it_has_nothing_to_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite checkpoints when the last connection closes (two fsyncs, paid by a process exiting after its input
+    ended): the store does it meanwhile, once it had no write for ``IDLE_CHECKPOINT_S``, and only once."""
+    monkeypatch.setattr(sqlite, "IDLE_CHECKPOINT_S", 0.02)
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        assert isinstance(store, SqliteStore)
+        ran: list[int] = []
+        checkpoint = store._checkpoint
+
+        async def counted() -> None:
+            ran.append(store._writes)
+            await checkpoint()
+
+        monkeypatch.setattr(store, "_checkpoint", counted)
+        for i in range(3):
+            await store.save_thread(ThreadRecord(f"t{i}"))
+        assert ran == []  # not while it writes
+        await asyncio.sleep(0.3)
+        assert ran == [store._writes]
+        await asyncio.sleep(0.1)
+        assert len(ran) == 1  # nothing written since: no second one
+        # the WAL is all in the database: a checkpoint now has nothing left to copy
+        rows = await store._writer.call(lambda conn: conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
+        assert rows[0][1] == rows[0][2], rows

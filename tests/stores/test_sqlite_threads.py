@@ -184,3 +184,45 @@ async def test_a_cancelled_read_leaves_at_once(tmp_path: Path) -> None:
             with anyio.move_on_after(0.05):
                 await store.load_thread("t")
             assert time.monotonic() - started < 0.3
+
+
+async def test_an_urgent_write_goes_ahead_of_the_writes_queued_before_it(tmp_path: Path) -> None:
+    """A lease renewal (``extend_lease``) must not wait behind a burst of checkpoints until its lease lapses."""
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        assert isinstance(store, SqliteStore)
+        hold, order = threading.Event(), list[str]()
+
+        async def busy(tx: Tx) -> None:
+            hold.wait(10)  # on the writer's thread: what follows queues meanwhile
+
+        def writing(name: str) -> Any:
+            async def write(tx: Tx) -> None:
+                order.append(name)
+
+            return write
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store._write, busy)
+            await anyio.sleep(0.05)
+            for i in range(BULK := 100):  # more than one batch (``BATCH_MAX``)
+                tg.start_soon(store._write, writing(f"bulk {i}"))
+            await anyio.sleep(0.05)
+            tg.start_soon(store._write_urgent, writing("urgent"))
+            await anyio.sleep(0.05)
+            hold.set()
+        assert order[0] == "urgent" and len(order) == BULK + 1, order[:3]
+
+
+async def test_a_lease_is_renewed_in_the_urgent_lane(tmp_path: Path) -> None:
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        assert isinstance(store, SqliteStore)
+        urgent: list[bool] = []
+        run = store._writer.run
+
+        async def traced(begin: str | None, fn: Any, **kw: Any) -> Any:
+            urgent.append(bool(kw.get("urgent")))
+            return await run(begin, fn, **kw)
+
+        store._writer.run = traced  # type: ignore[method-assign]
+        assert not await store.mailbox.extend_lease("nobody", "token", 1000, 0)
+        assert urgent == [True]

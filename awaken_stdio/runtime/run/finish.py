@@ -4,11 +4,14 @@ The conversation and the run record reach the store only here: at every step end
 anything, and at the end (finished, cancelled or failed), never per event. A run waiting in the store that no
 process runs is ended here too (``cancel_stored``), and every write goes through one retry (``write_checkpoint``).
 
-On a durable store a step end does not wait for its write (``checkpoint_soon``): one write is in flight at a time,
-on the database's own thread, while the loop goes on, and the step ends reached meanwhile are coalesced into the
-next write. Everything the world outside the process sees waits for them (``flush``): a tool's durable start
-mark, a question, the run's end. A crash can so lose only steps that did nothing outside the process (model turns,
-read-only tools); they are done again, and nothing that had an effect is.
+On a durable store a step end does not wait for its write (``checkpoint_soon``): it is written behind the loop only
+when no other write comes within ``WRITE_BEHIND_AFTER_S`` (a slow model), one write in flight at a time, on the
+database's own thread, and the step ends reached meanwhile are coalesced into the next write. A run whose model
+answers sooner writes once per step that changes something (the checkpoint carrying its tool's start mark) and once
+at its end. Everything the world outside the process sees waits for them (``flush``): a tool's durable start mark,
+a question, the run's end. A crash can so lose only steps that did nothing outside the process (model turns,
+read-only tools) and the results of calls whose start mark is stored: the first are done again, the second are
+asked about (their outcome is unknown), and nothing that had an effect runs twice.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from awaken_stdio.runtime.runtime_keys import RUN_LIFECYCLE, TOOL_CALL_STATES, L
 
 __all__ = [
     "CHECKPOINT_RETRIES",
+    "WRITE_BEHIND_AFTER_S",
     "WriteBehind",
     "cancel_stored",
     "checkpoint",
@@ -51,6 +55,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CHECKPOINT_RETRIES = 8  # checkpoints lost to other writers' appends before giving up
+# how long a step end waits for a write that carries it (the next step's mark, a question, the run's end) before it
+# is written on its own: a model that answers within it costs no write of its own; a slow one has the step stored
+# while it thinks, at one write for a step that took far longer than the write
+WRITE_BEHIND_AFTER_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,13 +138,13 @@ async def checkpoint(run: RunState, *, settles: bool = False, marks: Sequence[Ef
 class WriteBehind:
     """The step checkpoints of one run on a durable store, written behind its loop by one writer task at a time.
 
-    The writer starts only once the loop lets the event loop run (a callback scheduled at the step end): a run
-    that never waits (a scripted or cached model) carries all its step ends into its final checkpoint without a
-    task ever being made, and one that waits on its model has the step written meanwhile. The run waits for the
-    writer at every ``flush`` and before it returns (``AgentLoop.run``), so no write outlives it."""
+    The writer starts ``WRITE_BEHIND_AFTER_S`` after a step end (a timer), unless a checkpoint that carries the step
+    came first: a run whose model answers sooner carries its step ends into its next checkpoint without a task ever
+    being made, and one that waits long on its model has the step written meanwhile. The run waits for the writer at
+    every ``flush`` and before it returns (``AgentLoop.run``), so no write outlives it."""
 
     wanted: EndOfStep | None = None  # the latest step end not yet in flight
-    scheduled: asyncio.Handle | None = None  # the writer's start, while it has not run
+    scheduled: asyncio.TimerHandle | None = None  # the writer's start, while it has not run
     writer: asyncio.Task[None] | None = None  # the writer, while it runs
     idle: anyio.Event | None = None  # made by a waiter, set by the writer when it is done
     error: Exception | None = None  # what a write behind raised, for the next ``flush`` to raise
@@ -148,6 +156,12 @@ class WriteBehind:
     def start(self, run: RunState) -> None:
         self.scheduled = None
         self.writer = asyncio.get_running_loop().create_task(_write_behind(run, self))
+
+    def hurry(self, run: RunState) -> None:
+        """Start a scheduled writer now: somebody waits for its step ends to be stored."""
+        if self.scheduled is not None:
+            self.scheduled.cancel()
+            self.start(run)
 
     def unschedule(self) -> None:
         """Drop a writer that has not started: its step ends are superseded, or the run is over. Whoever waits
@@ -170,14 +184,15 @@ class WriteBehind:
 
 
 async def checkpoint_soon(run: RunState) -> None:
-    """A step end's checkpoint, written behind the loop on a durable store. In memory none is: nothing there
-    outlives the process, so the next checkpoint (a question, the run's end) carries this step with it."""
+    """A step end's checkpoint, written behind the loop on a durable store when no checkpoint carries it within
+    ``WRITE_BEHIND_AFTER_S``. In memory none is: nothing there outlives the process, so the next checkpoint (a
+    question, the run's end) carries this step with it."""
     behind = run.behind
     if behind is None:  # in memory (``AgentLoop.run`` writes behind on every durable store)
         return
     behind.wanted = _end_of_step(run)
-    if not behind.busy:  # asyncio's own call_soon (anyio has none): runs once this task lets the event loop go on
-        behind.scheduled = asyncio.get_running_loop().call_soon(behind.start, run)
+    if not behind.busy:  # asyncio's own timer (anyio has none): runs only while this task lets the event loop go on
+        behind.scheduled = asyncio.get_running_loop().call_later(WRITE_BEHIND_AFTER_S, behind.start, run)
 
 
 async def _write_behind(run: RunState, behind: WriteBehind) -> None:
@@ -213,6 +228,8 @@ async def flush(run: RunState, *, superseded: bool = False) -> None:
     if superseded:
         behind.wanted = None
         behind.unschedule()
+    else:
+        behind.hurry(run)
     await behind.wait()
     error, behind.error = behind.error, None
     if error is not None and not isinstance(error, VersionConflict):
