@@ -174,9 +174,9 @@ class McpServer:
 
     def _startup(self) -> Startup:
         """The startup, or with no config file and no API key, one whose agent uses the client's model (if it
-        samples): the host's model is then the default (``provider = "mcp_sampling"``)."""
+        samples, in either era): the host's model is then the default (``provider = "mcp_sampling"``)."""
         file = self.startup.file
-        sampling = (self._handshake_capabilities() or {}).get("sampling")
+        sampling = self._client_capabilities.get("sampling")  # the handshake's, or the first 2026-era request's
         if file.path is not None or file.data or not isinstance(sampling, dict):
             return self.startup
         log.info("no config file and no API key: the agent 'default' uses the MCP client's model (mcp_sampling)")
@@ -269,6 +269,7 @@ class McpServer:
         """The era checks, in the SDK's order; synchronous, so the first request to arrive decides the era."""
         meta = params.get("_meta")
         enveloped = method != "initialize" and isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
+        first = self.era is None
         if self.era is None:
             self.era = "modern" if enveloped else "legacy"
             log.info("serving the %s protocol era", "2026-07-28" if enveloped else "handshake")
@@ -284,6 +285,8 @@ class McpServer:
                     data,
                 )
             version, capabilities = _envelope(meta)
+            if first:  # what the app opened after the first answer expects (``_startup``)
+                self._client_capabilities = capabilities
             if method in _LEGACY_ONLY:
                 raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
             level = meta.get(LOG_LEVEL_KEY) if isinstance(meta, dict) else None
