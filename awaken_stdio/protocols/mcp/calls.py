@@ -50,6 +50,7 @@ from awaken_stdio.protocols.mcp.approvals import (
     elicitation_params,
 )
 from awaken_stdio.protocols.mcp.channel import InputRequired, McpChannel
+from awaken_stdio.protocols.mcp.tasks import created, declares_tasks
 from awaken_stdio.protocols.mcp.wire import HEARTBEAT_S, LOG_LEVELS, LogLevel, Request, text_block
 from awaken_stdio.providers.mcp_sampling import CURRENT_ROUND, Round, digest
 
@@ -373,8 +374,8 @@ class CallRunner:
         run_id: str | None = None,
         model_round: Round | None = None,
     ) -> dict[str, Any]:
-        """Ask the client's model or the client's user while the client can answer; a run still waiting is
-        returned as ``waiting``."""
+        """Ask the client's model or the client's user while the client can answer (a task, for a 2026-era client
+        declaring Tasks); a run still waiting is returned as ``waiting``."""
         asked = model_round.asked if model_round is not None else None
         if result is not None and result.status == "waiting" and not result.pending and asked is not None:
             key = f"model-{digest(asked)}"  # a turn of the client's model: this round's question
@@ -383,6 +384,10 @@ class CallRunner:
         while result is not None and result.status == "waiting" and result.pending:
             if not can_elicit(call.request.client_capabilities):
                 break
+            if call.request.era == "modern" and declares_tasks(call.request.client_capabilities):
+                record = await self.app.store.load_run(result.run_id)
+                assert record is not None  # it waits: stored before anyone is asked
+                return created(record)
             if call.request.era == "modern":
                 questions = {t.tool_call_id: (_ticket_question(t, result), t.outcome_unknown) for t in result.pending}
                 state = {"k": "run", "run": result.run_id, "calls": list(questions)}

@@ -22,6 +22,7 @@ __all__ = [
     "ListenParams",
     "ResourceParams",
     "SetLevelParams",
+    "TaskParams",
 ]
 
 
@@ -68,6 +69,13 @@ class CallToolParams(_Params):
     arguments: dict[str, Any] | None = None
     input_responses: dict[str, Any] | None = Field(None, alias="inputResponses")
     request_state: str | None = Field(None, alias="requestState")
+
+
+class TaskParams(_Params):
+    """``tasks/get``, ``tasks/update`` (with ``inputResponses``) and ``tasks/cancel`` of the Tasks extension."""
+
+    task_id: str = Field(alias="taskId")
+    input_responses: dict[str, Any] | None = Field(None, alias="inputResponses")
 
 
 class SetLevelParams(_Params):

@@ -52,6 +52,7 @@ from awaken_stdio.protocols.mcp.wire import (
     PROTOCOL_VERSION_KEY,
     SERVER_INFO_KEY,
     SUBSCRIPTION_ID_KEY,
+    TASKS_EXTENSION,
     UNSUPPORTED_PROTOCOL_VERSION,
     LogLevel,
     Request,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from awaken_stdio.protocols.mcp.calls import CallRunner, ToolCall
     from awaken_stdio.protocols.mcp.catalog import Catalog
     from awaken_stdio.protocols.mcp.library import Library
+    from awaken_stdio.protocols.mcp.tasks import TaskBoard
 
 __all__ = ["McpServer", "run"]
 
@@ -86,7 +88,8 @@ _LIBRARY = {
     "prompts/get": "get_prompt",
     "completion/complete": "complete",
 }
-_MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
+_TASKS = ("tasks/get", "tasks/update", "tasks/cancel")  # the Tasks extension's methods (``tasks.py``)
+_MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", *_TASKS})
 
 
 class McpServer:
@@ -121,6 +124,7 @@ class McpServer:
         self._runner: CallRunner | None = None
         self._catalog: Catalog | None = None
         self._library: Library | None = None
+        self._tasks: TaskBoard | None = None
         self._calls: dict[Any, ToolCall] = {}
         self._listeners: dict[Any, MemoryObjectSendStream[tuple[str, dict[str, Any]]]] = {}
         self._register()
@@ -155,6 +159,7 @@ class McpServer:
         from awaken_stdio.protocols.mcp.calls import CallRunner
         from awaken_stdio.protocols.mcp.channel import ClientModel
         from awaken_stdio.protocols.mcp.library import Library
+        from awaken_stdio.protocols.mcp.tasks import TaskBoard
         from awaken_stdio.providers import mcp_sampling
 
         seal = StateSeal(await load_seal_key(app.store))
@@ -166,6 +171,7 @@ class McpServer:
         mcp_sampling.attach(ClientModel(self.peer, self._handshake_capabilities))  # provider = "mcp_sampling"
         try:
             async with anyio.create_task_group() as tg:
+                self._tasks = TaskBoard(app, tg)  # runs a tasks/update resumes go on in tg
                 tg.start_soon(self._library.watch.run)
                 yield
                 tg.cancel_scope.cancel()
@@ -236,6 +242,8 @@ class McpServer:
         route("tools/call", self._call_tool)
         for method, name in _LIBRARY.items():
             route(method, self._library_handler(name))
+        for method in _TASKS:
+            route(method, self._task_handler(method))
         self.peer.register_notification("notifications/cancelled", self._cancelled)
         self.peer.register_notification("notifications/initialized", self._initialized)
 
@@ -244,6 +252,14 @@ class McpServer:
             await self._app_ready()
             assert self._library is not None
             return await getattr(self._library, name)(params, request)
+
+        return handle
+
+    def _task_handler(self, method: str) -> Any:
+        async def handle(params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+            await self._app_ready()
+            assert self._tasks is not None
+            return await self._tasks.handle(method, params, request)
 
         return handle
 
@@ -331,7 +347,7 @@ class McpServer:
     async def _discover(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
         return {
             "supportedVersions": list(MODERN_VERSIONS),
-            "capabilities": CAPABILITIES,
+            "capabilities": {**CAPABILITIES, "extensions": {TASKS_EXTENSION: {}}},
             "serverInfo": server_info(),
             "instructions": INSTRUCTIONS,
             "ttlMs": DISCOVER_TTL_MS,

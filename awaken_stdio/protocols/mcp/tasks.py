@@ -1,0 +1,184 @@
+"""The Tasks extension (``io.modelcontextprotocol/tasks``, 2026-07-28): an agent run waiting for a person, as a task.
+
+A 2026-era client that declares the extension (and form elicitation) and calls an agent whose run must wait for an
+approval gets a ``CreateTaskResult`` instead of an ``input_required`` round. The task is the run (the task id is the
+run id), so it is exactly as durable: it outlives the client's connection and this process, and ``tasks/get`` in a
+process started later reads the same store. Its status is the run's: running is ``working``; waiting for approval is
+``input_required``, with one ``elicitation/create`` per pending call in ``inputRequests`` (the same question as the
+elicitation of the other paths); ended is ``completed`` with the agent tool's result (a failed run is a result with
+``isError``: the extension keeps ``failed`` for JSON-RPC errors), or ``cancelled``.
+
+``tasks/update`` answers those questions through ``App.decide`` (recorded first, then the run resumes exactly once,
+from any process); the run goes on in this process's background and the update is acknowledged once the decision
+is taken. ``tasks/cancel`` cancels the run durably (``App.cancel``). Keys of ``inputRequests`` name the call and
+when it was asked (``<call id>@<ms>``), so a question asked again (after a crash, or with a new diff) gets a new
+key: the extension wants keys unique over a task's life, and answers to stale keys are ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from awaken_stdio.contract.errors import AwakenError, InvalidResume
+from awaken_stdio.contract.events import AgentEvent, RunStart
+from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
+from awaken_stdio.protocols.mcp.approvals import approval_message, decision_from_answer, elicitation_params
+from awaken_stdio.protocols.mcp.wire import TASKS_EXTENSION as TASKS
+from awaken_stdio.protocols.mcp.wire import Request, text_block
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from awaken_stdio.app.app import App
+    from awaken_stdio.contract.stores import RunRecord, WaitingTicket
+    from awaken_stdio.contract.suspension import Decisions
+
+__all__ = ["TaskBoard", "created", "declares_tasks", "task_of"]
+
+log = logging.getLogger(__name__)
+
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+POLL_INTERVAL_MS = 1000
+
+
+def declares_tasks(capabilities: dict[str, Any]) -> bool:
+    extensions = capabilities.get("extensions")
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS), dict)
+
+
+def created(record: RunRecord) -> dict[str, Any]:
+    """The ``CreateTaskResult`` of a run: the task as it is now (the run is stored already, so it resolves)."""
+    return {**task_of(record), "resultType": "task"}
+
+
+def task_of(record: RunRecord) -> dict[str, Any]:
+    """The run as a ``DetailedTask``."""
+    task: dict[str, Any] = {
+        "taskId": record.run_id,
+        "status": "working",
+        "createdAt": _iso(record.created_at),
+        "lastUpdatedAt": _iso(record.updated_at),
+        "ttlMs": None,  # kept as long as the run is
+        "pollIntervalMs": POLL_INTERVAL_MS,
+    }
+    waiting = record.waiting
+    if record.status == "waiting" and waiting is not None and waiting.tickets:
+        task["status"] = "input_required"
+        task["statusMessage"] = f"Agent {record.agent_id} waits for approval of {len(waiting.tickets)} tool call(s)."
+        task["inputRequests"] = {
+            _key(t): {"method": "elicitation/create", "params": _question(record, t)} for t in waiting.tickets
+        }
+    elif record.status == "waiting":
+        task["statusMessage"] = (waiting.message if waiting else "") or "The run is waiting."
+    elif record.status == "done" and record.display_status == "cancelled":
+        task["status"] = "cancelled"
+        task["statusMessage"] = f"The run was cancelled ({record.status_reason or 'cancelled'})."
+    elif record.status == "done":
+        task["status"] = "completed"
+        task["result"] = _result(record)
+    return task
+
+
+class TaskBoard:
+    """``tasks/get``, ``tasks/update`` and ``tasks/cancel`` on the app's runs; resumed runs go on in ``background``."""
+
+    def __init__(self, app: App, background: TaskGroup) -> None:
+        self.app = app
+        self.background = background
+
+    async def handle(self, method: str, params: dict[str, Any], request: Request) -> dict[str, Any]:
+        from awaken_stdio.protocols.mcp.params import TaskParams
+
+        if not declares_tasks(request.client_capabilities):
+            raise JsonRpcError(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                f"Missing required client capability: {method} needs the {TASKS} extension",
+                {"requiredCapabilities": {"extensions": {TASKS: {}}}},
+            )
+        p = TaskParams.model_validate(params)
+        record = await self.app.store.load_run(p.task_id)
+        if record is None:
+            raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
+        if method == "tasks/get":
+            return task_of(record)
+        if method == "tasks/cancel":
+            await self._cancel(record)
+            return {}
+        await self._update(record, p.input_responses or {})
+        return {}
+
+    async def _update(self, record: RunRecord, responses: dict[str, Any]) -> None:
+        """Decide the calls whose outstanding keys were answered (others are ignored, as the extension says); the
+        run resumes in the background, and this returns once it has taken the decisions."""
+        tickets = {_key(t): t for t in record.waiting.tickets} if record.status == "waiting" and record.waiting else {}
+        decisions: Decisions = [
+            (tickets[key].tool_call_id, decision_from_answer(answer))
+            for key, answer in responses.items()
+            if key in tickets
+        ]
+        if not decisions:
+            return
+        taken = anyio.Event()
+        failures: list[AwakenError] = []
+
+        async def started(event: AgentEvent) -> None:
+            if isinstance(event, RunStart):
+                taken.set()
+
+        async def resume() -> None:
+            try:
+                await self.app.decide(record.run_id, decisions, started, origin="mcp")
+            except AwakenError as exc:
+                if not taken.is_set():
+                    failures.append(exc)
+                log.info("task %s: %s", record.run_id, exc)
+            finally:
+                taken.set()
+
+        self.background.start_soon(resume)
+        await taken.wait()
+        if failures:
+            raise JsonRpcError(INVALID_PARAMS, f"Cannot update task {record.run_id}: {failures[0]}")
+
+    async def _cancel(self, record: RunRecord) -> None:
+        """Cancel the run, durably; one that ended first (or was decided first) keeps its end, as cancellation of a
+        task is cooperative."""
+        try:
+            await self.app.cancel(record.run_id)
+        except InvalidResume as exc:
+            log.info("task %s not cancelled: %s", record.run_id, exc)
+
+
+def _key(ticket: WaitingTicket) -> str:
+    return f"{ticket.tool_call_id}@{ticket.updated_at}"
+
+
+def _question(record: RunRecord, ticket: WaitingTicket) -> dict[str, Any]:
+    who = f"Agent {record.agent_id} (run {record.run_id})"
+    message = approval_message(ticket.tool_name, ticket.arguments, who, ticket.preview)
+    if ticket.outcome_unknown:
+        message = f"Outcome unknown: {ticket.message}. {message}"
+    return {"mode": "form", **elicitation_params(message, unknown=ticket.outcome_unknown)}
+
+
+def _result(record: RunRecord) -> dict[str, Any]:
+    """The agent tool's result of an ended run, from its record (the shape of its output schema)."""
+    structured: dict[str, Any] = {
+        "run_id": record.run_id,
+        "thread_id": record.thread_id,
+        "status": record.display_status,
+        "response": record.response or "",
+    }
+    text = record.response or f"(the run ended {record.display_status} without an answer)"
+    if record.display_status == "failed":
+        structured["reason"] = record.status_reason or record.error or "failed"
+        text = f"{text}\n\nThe run failed: {structured['reason']}"
+    return {"content": [text_block(text)], "structuredContent": structured, "isError": structured["status"] == "failed"}
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
