@@ -8,7 +8,12 @@ Approvals. An agent run whose tool call needs a person's approval is never kept 
 it ``waiting`` with its tickets committed to the store, and the decision resumes it through ``App.decide`` (from the
 store, exactly once, in this process or any other). So the three ways to answer are one path: a handshake-era client
 with form elicitation is asked at once by ``elicitation/create``; a 2026-era client gets an ``InputRequiredResult``
-and retries with the answers; any client can call ``resume_run`` later, even after this process was killed.
+and retries with the answers, or, when it declares the Tasks extension, a task it answers with ``tasks/update``
+(``tasks.py``); any client can call ``resume_run`` later, even after this process was killed.
+
+The client's model. A 2026-era call sets its ``Round`` for the ``mcp_sampling`` models of the runs it drives: a
+turn the round cannot answer leaves the run waiting in the store, and the call ends ``input_required`` with that
+sampling request; the retry brings the answer and resumes the run, one round per model turn.
 
 Progress. With a ``progressToken``, the run's start, each step and each tool call become ``notifications/progress``
 (counting up by one), with a heartbeat at least every ``heartbeat_s``; a call stops reporting before its result is

@@ -4,7 +4,8 @@ It runs on the project's ``JsonRpcPeer`` (framing, concurrency, cancellation, EO
 with the MCP semantics here: the era, chosen by the first request and then locked (``initialize`` opens the
 handshake era, 2024-11-05 to 2025-11-25; a request whose ``_meta`` carries the 2026-07-28 envelope opens the modern
 one); the per-request envelope checks; ``resultType`` and the ``serverInfo`` stamp on modern results; ``tools/list``
-and its change notifications; logging; and ``tools/call``, whose work lives in ``calls.py``.
+and its change notifications; logging; ``tools/call``, whose work lives in ``calls.py``; and the Tasks extension's
+methods (``tasks.py``).
 
 Start-up order matters to hosts that give a server 5-10 s (DESIGN section 6): a first ``initialize`` is answered
 before the event loop starts (``initialize.py``), otherwise the first answer comes from this module, which imports
