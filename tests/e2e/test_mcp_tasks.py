@@ -118,3 +118,31 @@ async def test_tasks_need_the_extension_and_a_known_task(tmp_path: Path) -> None
                             {"extensions": {TASKS: {}}})  # fmt: skip
     assert no_form["result"]["structuredContent"]["status"] == "waiting"  # nobody to ask: resume_run, as before
     await kill(raw)
+
+
+async def test_a_listen_stream_reports_the_task_until_it_completes(tmp_path: Path) -> None:
+    env = marking(tmp_path)
+    raw = await spawn(env)
+    created = await waiting_task(raw)
+    task_id = created["taskId"]
+    refused = await request(raw, 2, "subscriptions/listen", {"notifications": {"taskIds": [task_id]}}, {})
+    assert refused["error"]["code"] == -32021
+    await raw.send({"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
+                    "params": {"notifications": {"taskIds": [task_id, "nope"]}, "_meta": meta()}})  # fmt: skip
+    acknowledged = await raw.receive()
+    assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+    assert acknowledged["params"]["notifications"] == {"taskIds": [task_id]}
+    [key] = created["inputRequests"]
+    allow = {key: {"action": "accept", "content": {"decision": "allow_once"}}}
+    await raw.send({"jsonrpc": "2.0", "id": 4, "method": "tasks/update",
+                    "params": {"taskId": task_id, "inputResponses": allow, "_meta": meta()}})  # fmt: skip
+    statuses: list[str] = []
+    with anyio.fail_after(15):
+        while "completed" not in statuses:
+            message = await raw.receive()
+            if message.get("method") == "notifications/tasks":
+                assert message["params"]["taskId"] == task_id and message["params"]["_meta"]
+                statuses.append(message["params"]["status"])
+    assert message["params"]["result"]["structuredContent"]["response"] == "Done."
+    await kill(raw)
+    assert env.marks == ["one"]

@@ -90,6 +90,7 @@ class CancelledParams(_Params):
 class ListenFilter(_Params):
     tools_list_changed: bool = Field(default=False, alias="toolsListChanged")
     resource_subscriptions: list[str] = Field(default_factory=list, alias="resourceSubscriptions")
+    task_ids: list[str] = Field(default_factory=list, alias="taskIds")  # the Tasks extension's notifications
 
 
 class ListenParams(_Params):

@@ -172,7 +172,7 @@ class McpServer:
         mcp_sampling.attach(ClientModel(self.peer, self._handshake_capabilities))  # provider = "mcp_sampling"
         try:
             async with anyio.create_task_group() as tg:
-                self._tasks = TaskBoard(app, tg)  # runs a tasks/update resumes go on in tg
+                self._tasks = TaskBoard(app, self._library, tg)  # runs a tasks/update resumes go on in tg
                 tg.start_soon(self._library.watch.run)
                 yield
                 tg.cancel_scope.cancel()
@@ -415,6 +415,7 @@ class McpServer:
             honored["toolsListChanged"] = True
             self._listeners[key] = send
         watched: list[str] = []
+        tasks: list[str] = []
 
         async def updated(uri: str) -> None:
             send.send_nowait(("notifications/resources/updated", {"uri": uri}))
@@ -425,6 +426,14 @@ class McpServer:
                 assert self._library is not None
                 watched = await self._library.listen(wanted.resource_subscriptions, key, updated)
                 honored["resourceSubscriptions"] = watched
+            if wanted.task_ids:
+                from awaken_stdio.protocols.mcp.tasks import require_tasks
+
+                require_tasks(request, "task notifications")
+                await self._app_ready()
+                assert self._tasks is not None
+                tasks = await self._tasks.listen(wanted.task_ids, key, lambda m, note: send.send_nowait((m, note)))
+                honored["taskIds"] = tasks
             await self.peer.notify(
                 "notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta}
             )
@@ -435,6 +444,8 @@ class McpServer:
             self._listeners.pop(key, None)
             if self._library is not None:
                 self._library.unlisten(watched, key)
+            if self._tasks is not None:
+                self._tasks.unlisten(tasks, key)
             send.close()
         return {"_meta": meta}
 

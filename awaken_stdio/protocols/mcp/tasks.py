@@ -18,6 +18,7 @@ key: the extension wants keys unique over a task's life, and answers to stale ke
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from awaken_stdio.contract.errors import AwakenError, InvalidResume
 from awaken_stdio.contract.events import AgentEvent, RunStart
 from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
 from awaken_stdio.protocols.mcp.approvals import approval_message, decision_from_answer, elicitation_params
+from awaken_stdio.protocols.mcp.resources import RUNS
 from awaken_stdio.protocols.mcp.wire import TASKS_EXTENSION as TASKS
 from awaken_stdio.protocols.mcp.wire import Request, text_block
 
@@ -36,8 +38,9 @@ if TYPE_CHECKING:
     from awaken_stdio.app.app import App
     from awaken_stdio.contract.stores import RunRecord, WaitingTicket
     from awaken_stdio.contract.suspension import Decisions
+    from awaken_stdio.protocols.mcp.library import Library
 
-__all__ = ["TaskBoard", "created", "declares_tasks", "task_of"]
+__all__ = ["TaskBoard", "created", "declares_tasks", "require_tasks", "task_of"]
 
 log = logging.getLogger(__name__)
 
@@ -83,22 +86,43 @@ def task_of(record: RunRecord) -> dict[str, Any]:
     return task
 
 
-class TaskBoard:
-    """``tasks/get``, ``tasks/update`` and ``tasks/cancel`` on the app's runs; resumed runs go on in ``background``."""
+def require_tasks(request: Request, what: str) -> None:
+    """-32021 naming the extension, for a request of a client that did not declare it."""
+    if not declares_tasks(request.client_capabilities):
+        raise JsonRpcError(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            f"Missing required client capability: {what} needs the {TASKS} extension",
+            {"requiredCapabilities": {"extensions": {TASKS: {}}}},
+        )
 
-    def __init__(self, app: App, background: TaskGroup) -> None:
+
+class TaskBoard:
+    """``tasks/get``, ``tasks/update`` and ``tasks/cancel`` on the app's runs, and ``notifications/tasks`` for a
+    listen stream (through the run resources' watch); resumed runs go on in ``background``."""
+
+    def __init__(self, app: App, library: Library, background: TaskGroup) -> None:
         self.app = app
+        self.library = library
         self.background = background
+
+    async def listen(self, task_ids: list[str], key: object, send: Callable[[str, dict[str, Any]], None]) -> list[str]:
+        """Send each change of these tasks as ``notifications/tasks`` (the whole task); the ids of known tasks."""
+
+        async def changed(uri: str) -> None:
+            record = await self.app.store.load_run(uri.removeprefix(RUNS))
+            if record is not None:
+                send("notifications/tasks", task_of(record))
+
+        watched = await self.library.listen([RUNS + t for t in task_ids], (key, TASKS), changed)
+        return [uri.removeprefix(RUNS) for uri in watched]
+
+    def unlisten(self, task_ids: list[str], key: object) -> None:
+        self.library.unlisten([RUNS + t for t in task_ids], (key, TASKS))
 
     async def handle(self, method: str, params: dict[str, Any], request: Request) -> dict[str, Any]:
         from awaken_stdio.protocols.mcp.params import TaskParams
 
-        if not declares_tasks(request.client_capabilities):
-            raise JsonRpcError(
-                MISSING_REQUIRED_CLIENT_CAPABILITY,
-                f"Missing required client capability: {method} needs the {TASKS} extension",
-                {"requiredCapabilities": {"extensions": {TASKS: {}}}},
-            )
+        require_tasks(request, method)
         p = TaskParams.model_validate(params)
         record = await self.app.store.load_run(p.task_id)
         if record is None:
