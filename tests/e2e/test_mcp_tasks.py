@@ -76,6 +76,8 @@ async def test_a_waiting_run_is_a_task_across_kill_9_answered_once(tmp_path: Pat
     allow = {key: {"action": "accept", "content": {"decision": "allow_once"}}}
     acked = (await request(raw, 3, "tasks/update", {"taskId": task_id, "inputResponses": allow}))["result"]
     assert acked == {"resultType": "complete", "_meta": acked["_meta"]}
+    after = (await request(raw, 1000, "tasks/get", {"taskId": task_id}))["result"]
+    assert key not in after.get("inputRequests", {})  # answered: not asked again while the run takes the answer
     done = await until_done(raw, task_id, 4)
     assert done["status"] == "completed" and done["result"]["isError"] is False
     assert done["result"]["structuredContent"]["status"] == "completed"
@@ -146,3 +148,65 @@ async def test_a_listen_stream_reports_the_task_until_it_completes(tmp_path: Pat
     assert message["params"]["result"]["structuredContent"]["response"] == "Done."
     await kill(raw)
     assert env.marks == ["one"]
+
+
+HOST_AGENT = """
+[models.host]
+provider = "mcp_sampling"
+
+[agents.marker]
+model = "host"
+tools = ["mark"]
+expose_mcp = true
+"""
+SAMPLING = {**CAPABILITIES, "sampling": {"tools": {}}}
+
+
+def sampled(*content: dict[str, Any], stop: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": list(content), "model": "host-1", "stopReason": stop}
+
+
+async def until_status(raw: Raw, task_id: str, status: str, first_id: int) -> dict[str, Any]:
+    with anyio.fail_after(15):
+        for id in range(first_id, first_id + 1000):
+            task = (await request(raw, id, "tasks/get", {"taskId": task_id}, SAMPLING))["result"]
+            if task["status"] == status:
+                return task
+            await anyio.sleep(0.1)
+    raise AssertionError(f"the task never became {status}")
+
+
+async def test_a_task_on_the_clients_model_asks_each_turn_through_the_task(tmp_path: Path) -> None:
+    env = make_env(tmp_path, extra=HOST_AGENT)
+    raw = await spawn(env)
+    arguments = {"name": "agent_marker", "arguments": {"message": "Mark t."}}
+    first = (await request(raw, 1, "tools/call", arguments, SAMPLING))["result"]
+    assert first["resultType"] == "input_required"  # before the task: a round of the call itself
+    [key] = first["inputRequests"]
+    use = {"type": "tool_use", "id": "use-1", "name": "mark", "input": {"label": "t"}}
+    retry = {**arguments, "inputResponses": {key: sampled(use, stop="toolUse")}, "requestState": first["requestState"]}
+    created = (await request(raw, 2, "tools/call", retry, SAMPLING))["result"]
+    assert created["resultType"] == "task" and created["status"] == "input_required", created
+    [approval] = created["inputRequests"]
+    await kill(raw)
+
+    raw = await spawn(env)
+    task_id = created["taskId"]
+    allow = {approval: {"action": "accept", "content": {"decision": "allow_once"}}}
+    await request(raw, 3, "tasks/update", {"taskId": task_id, "inputResponses": allow}, SAMPLING)
+    asking = await until_status(raw, task_id, "input_required", 4)
+    [(model_key, turn)] = asking["inputRequests"].items()
+    assert model_key.startswith("model-") and turn["method"] == "sampling/createMessage"
+    assert turn["params"]["messages"][-1]["content"][0]["content"][0]["text"] == "marked t"
+    assert env.marks == ["t"]
+    await kill(raw)
+
+    raw = await spawn(env)  # the model's request is kept beside the waiting run: a new process shows it
+    again = (await request(raw, 2000, "tasks/get", {"taskId": task_id}, SAMPLING))["result"]
+    assert again["inputRequests"] == asking["inputRequests"]
+    answer = {model_key: sampled({"type": "text", "text": "Marked t."}, stop="endTurn")}
+    await request(raw, 2001, "tasks/update", {"taskId": task_id, "inputResponses": answer}, SAMPLING)
+    done = await until_status(raw, task_id, "completed", 2002)
+    assert done["result"]["structuredContent"]["response"] == "Marked t."
+    await kill(raw)
+    assert env.marks == ["t"]

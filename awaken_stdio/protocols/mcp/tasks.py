@@ -10,9 +10,15 @@ elicitation of the other paths); ended is ``completed`` with the agent tool's re
 
 ``tasks/update`` answers those questions through ``App.decide`` (recorded first, then the run resumes exactly once,
 from any process); the run goes on in this process's background and the update is acknowledged once the decision
-is taken. ``tasks/cancel`` cancels the run durably (``App.cancel``). Keys of ``inputRequests`` name the call and
-when it was asked (``<call id>@<ms>``), so a question asked again (after a crash, or with a new diff) gets a new
-key: the extension wants keys unique over a task's life, and answers to stale keys are ignored.
+is taken. ``tasks/cancel`` cancels the run durably (``App.cancel``).
+
+An agent on the client's model (``mcp_sampling``) that the update resumed asks that model through the task too: the
+run waits in the store for the turn, the sampling request is kept beside it (a profile entry, so any process can
+show it) and is the task's ``inputRequests``; ``tasks/update`` with the model's answer resumes the run again.
+
+Keys of ``inputRequests`` name the call and when it was asked (``<call id>@<ms>``), or the model's request by its
+digest (``model-<digest>``), so a question asked again (after a crash, or with a new diff) gets a new key: the
+extension wants keys unique over a task's life, and answers to stale keys are ignored.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from awaken_stdio.protocols.mcp.approvals import approval_message, decision_from
 from awaken_stdio.protocols.mcp.resources import RUNS
 from awaken_stdio.protocols.mcp.wire import TASKS_EXTENSION as TASKS
 from awaken_stdio.protocols.mcp.wire import Request, text_block
+from awaken_stdio.providers.mcp_sampling import CURRENT_ROUND, Round, digest
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -46,6 +53,7 @@ log = logging.getLogger(__name__)
 
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 POLL_INTERVAL_MS = 1000
+_OWNER = "awaken-stdio:mcp"  # the profile owner of the model requests tasks wait for: ``model_request:<run id>``
 
 
 def declares_tasks(capabilities: dict[str, Any]) -> bool:
@@ -58,8 +66,8 @@ def created(record: RunRecord) -> dict[str, Any]:
     return {**task_of(record), "resultType": "task"}
 
 
-def task_of(record: RunRecord) -> dict[str, Any]:
-    """The run as a ``DetailedTask``."""
+def task_of(record: RunRecord, model_request: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run as a ``DetailedTask``; ``model_request``: the turn of the client's model it waits for, if any."""
     task: dict[str, Any] = {
         "taskId": record.run_id,
         "status": "working",
@@ -75,6 +83,11 @@ def task_of(record: RunRecord) -> dict[str, Any]:
         task["inputRequests"] = {
             _key(t): {"method": "elicitation/create", "params": _question(record, t)} for t in waiting.tickets
         }
+    elif record.status == "waiting" and model_request is not None:
+        task["status"] = "input_required"
+        task["statusMessage"] = f"Agent {record.agent_id} waits for a turn of the client's model."
+        request = {"method": "sampling/createMessage", "params": model_request["params"]}
+        task["inputRequests"] = {model_request["key"]: request}
     elif record.status == "waiting":
         task["statusMessage"] = (waiting.message if waiting else "") or "The run is waiting."
     elif record.status == "done" and record.display_status == "cancelled":
@@ -104,6 +117,20 @@ class TaskBoard:
         self.app = app
         self.library = library
         self.background = background
+        self._answered: set[str] = set()  # keys answered here: not shown again while the run takes them
+
+    def _task(self, record: RunRecord, model_request: dict[str, Any] | None) -> dict[str, Any]:
+        """The task, without the questions this process has answers for (the store catches up when the resumed
+        run reaches its next checkpoint: keys are unique over a task's life, so an answered one never comes back)."""
+        task = task_of(record, model_request)
+        requests = task.get("inputRequests")
+        if requests:
+            left = {key: ask for key, ask in requests.items() if key not in self._answered}
+            task["inputRequests"] = left
+            if not left:
+                del task["inputRequests"]
+                task["status"], task["statusMessage"] = "working", "The run goes on with the answers."
+        return task
 
     async def listen(self, task_ids: list[str], key: object, send: Callable[[str, dict[str, Any]], None]) -> list[str]:
         """Send each change of these tasks as ``notifications/tasks`` (the whole task); the ids of known tasks."""
@@ -111,7 +138,7 @@ class TaskBoard:
         async def changed(uri: str) -> None:
             record = await self.app.store.load_run(uri.removeprefix(RUNS))
             if record is not None:
-                send("notifications/tasks", task_of(record))
+                send("notifications/tasks", self._task(record, await self._model_request(record)))
 
         watched = await self.library.listen([RUNS + t for t in task_ids], (key, TASKS), changed)
         return [uri.removeprefix(RUNS) for uri in watched]
@@ -127,24 +154,39 @@ class TaskBoard:
         record = await self.app.store.load_run(p.task_id)
         if record is None:
             raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
+        model_request = await self._model_request(record)
         if method == "tasks/get":
-            return task_of(record)
+            return self._task(record, model_request)
         if method == "tasks/cancel":
             await self._cancel(record)
             return {}
-        await self._update(record, p.input_responses or {})
+        await self._update(record, p.input_responses or {}, request, model_request)
         return {}
 
-    async def _update(self, record: RunRecord, responses: dict[str, Any]) -> None:
-        """Decide the calls whose outstanding keys were answered (others are ignored, as the extension says); the
-        run resumes in the background, and this returns once it has taken the decisions."""
+    async def _model_request(self, record: RunRecord) -> dict[str, Any] | None:
+        """The turn of the client's model the run waits for, when a task's resume left it waiting for one."""
+        if record.status != "waiting" or (record.waiting is not None and record.waiting.tickets):
+            return None
+        entry = await self.app.store.get_profile(_OWNER, f"model_request:{record.run_id}")
+        return entry.value if entry is not None and isinstance(entry.value, dict) else None
+
+    async def _update(
+        self, record: RunRecord, responses: dict[str, Any], request: Request, model_request: dict[str, Any] | None
+    ) -> None:
+        """Decide the calls whose outstanding keys were answered (others are ignored, as the extension says), or
+        give the model its answer; the run resumes in the background, and this returns once it has taken them."""
         tickets = {_key(t): t for t in record.waiting.tickets} if record.status == "waiting" and record.waiting else {}
         decisions: Decisions = [
             (tickets[key].tool_call_id, decision_from_answer(answer))
             for key, answer in responses.items()
             if key in tickets
         ]
-        if not decisions:
+        sampling = request.client_capabilities.get("sampling")
+        model_round = Round(sampling if isinstance(sampling, dict) else None)
+        answer = responses.get(model_request["key"]) if model_request is not None else None
+        if model_request is not None and isinstance(answer, dict):
+            model_round.answers[digest(model_request["params"])] = answer
+        elif not decisions:
             return
         taken = anyio.Event()
         failures: list[AwakenError] = []
@@ -154,8 +196,13 @@ class TaskBoard:
                 taken.set()
 
         async def resume() -> None:
+            CURRENT_ROUND.set(model_round)  # this background task's own context: its model turns ask the task
             try:
-                await self.app.decide(record.run_id, decisions, started, origin="mcp")
+                result = await self.app.decide(record.run_id, decisions, started, origin="mcp")
+                asked = model_round.asked
+                if result is not None and result.status == "waiting" and not result.pending and asked is not None:
+                    value = {"key": f"model-{digest(asked)}", "params": asked}
+                    await self.app.store.set_profile(_OWNER, f"model_request:{record.run_id}", value)
             except AwakenError as exc:
                 if not taken.is_set():
                     failures.append(exc)
@@ -165,6 +212,8 @@ class TaskBoard:
 
         self.background.start_soon(resume)
         await taken.wait()
+        if not failures:
+            self._answered.update(key for key in responses if key in tickets or key == (model_request or {}).get("key"))
         if failures:
             raise JsonRpcError(INVALID_PARAMS, f"Cannot update task {record.run_id}: {failures[0]}")
 
