@@ -19,6 +19,7 @@
     │   ├── NotFound, AlreadyExists, VersionConflict, SchemaTooNew, StoreUnavailable
     │   └── Fenced                  this holder's claim moved on: it may no longer write or act
     ├── ProviderError               a model call failed; ``kind`` says whether a retry can help
+    ├── ModelAnswerPending          the model's answer comes from outside the process: the run waits for it
     └── ToolError                   raised from a tool: fatal, the run ends ``failed`` with the tool's name and message
         └── ToolFailure             raised from a tool: a failed call the model sees; the run goes on
 
@@ -42,6 +43,7 @@ __all__ = [
     "KeyAlreadyRegistered",
     "KeyDecodeError",
     "KeyEncodeError",
+    "ModelAnswerPending",
     "MutationBaseRevisionMismatch",
     "NotFound",
     "OutcomeUnknown",
@@ -322,6 +324,12 @@ class ProviderError(AwakenError):
     @property
     def retryable(self) -> bool:
         return self.kind in _RETRYABLE
+
+
+class ModelAnswerPending(AwakenError):
+    """Raised by a model whose answer comes from outside the process (an MCP client's model, asked in 2026-07-28
+    rounds that end the client's call): the run stops where it is, waiting durably, and a later resume of it
+    without decisions asks the model again, which then has the answer."""
 
 
 # -- tools -----------------------------------------------------------------------------------------------------

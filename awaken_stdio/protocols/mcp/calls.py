@@ -8,7 +8,12 @@ Approvals. An agent run whose tool call needs a person's approval is never kept 
 it ``waiting`` with its tickets committed to the store, and the decision resumes it through ``App.decide`` (from the
 store, exactly once, in this process or any other). So the three ways to answer are one path: a handshake-era client
 with form elicitation is asked at once by ``elicitation/create``; a 2026-era client gets an ``InputRequiredResult``
-and retries with the answers; any client can call ``resume_run`` later, even after this process was killed.
+and retries with the answers, or, when it declares the Tasks extension, a task it answers with ``tasks/update``
+(``tasks.py``); any client can call ``resume_run`` later, even after this process was killed.
+
+The client's model. A 2026-era call sets its ``Round`` for the ``mcp_sampling`` models of the runs it drives: a
+turn the round cannot answer leaves the run waiting in the store, and the call ends ``input_required`` with that
+sampling request; the retry brings the answer and resumes the run, one round per model turn.
 
 Progress. With a ``progressToken``, the run's start, each step and each tool call become ``notifications/progress``
 (counting up by one), with a heartbeat at least every ``heartbeat_s``; a call stops reporting before its result is
@@ -50,7 +55,9 @@ from awaken_stdio.protocols.mcp.approvals import (
     elicitation_params,
 )
 from awaken_stdio.protocols.mcp.channel import InputRequired, McpChannel
+from awaken_stdio.protocols.mcp.tasks import created, declares_tasks
 from awaken_stdio.protocols.mcp.wire import HEARTBEAT_S, LOG_LEVELS, LogLevel, Request, text_block
+from awaken_stdio.providers.mcp_sampling import CURRENT_ROUND, Round, digest
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App
@@ -176,28 +183,35 @@ class CallRunner:
     async def call(self, entry: Entry, params: CallToolParams, call: ToolCall, state: dict[str, Any] | None) -> Any:
         """The ``tools/call`` result for ``entry``; ``state`` is the unsealed ``requestState`` of a retry."""
         args = params.arguments or {}
-        resuming = state is not None and state.get("k") == "run"
+        resuming = state is not None and state.get("k") in ("run", "sample")
         if entry.kind == "tool" and not resuming:
             try:
                 return await self._run_tool(entry, args, params, call, state)
             except Refusal as refusal:
                 return error_result(str(refusal))
         outcome: dict[str, Any] = {}
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(call.heartbeat)
-            try:
-                if resuming:
-                    assert state is not None
-                    result = await self._decide_answers(state, params, call)
-                elif entry.kind == "agent":
-                    result = await self._start_agent(entry, args, call)
-                else:
-                    result = await self._resume(args, call)
-                run_id = state["run"] if state is not None and resuming else args.get("run_id")
-                outcome = await self._settle(result, params, call, run_id)
-            except Refusal as refusal:
-                outcome = error_result(str(refusal))
-            tg.cancel_scope.cancel()
+        model_round = _round(call.request, state, params)
+        token = CURRENT_ROUND.set(model_round)  # this call's round of an mcp_sampling model (2026 era)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call.heartbeat)
+                try:
+                    if resuming and state is not None and state["k"] == "sample":
+                        result = await self._decide(state["run"], [], call)  # the model's answer is in the round
+                    elif resuming:
+                        assert state is not None
+                        result = await self._decide_answers(state, params, call)
+                    elif entry.kind == "agent":
+                        result = await self._start_agent(entry, args, call)
+                    else:
+                        result = await self._resume(args, call)
+                    run_id = state["run"] if state is not None and resuming else args.get("run_id")
+                    outcome = await self._settle(result, params, call, run_id, model_round)
+                except Refusal as refusal:
+                    outcome = error_result(str(refusal))
+                tg.cancel_scope.cancel()
+        finally:
+            CURRENT_ROUND.reset(token)
         return outcome
 
     # -- plain tools --------------------------------------------------------------------------------------------
@@ -358,12 +372,27 @@ class CallRunner:
             raise Refusal(f"The run failed: {exc}") from exc
 
     async def _settle(
-        self, result: AgentRunResult | None, params: CallToolParams, call: ToolCall, run_id: str | None = None
+        self,
+        result: AgentRunResult | None,
+        params: CallToolParams,
+        call: ToolCall,
+        run_id: str | None = None,
+        model_round: Round | None = None,
     ) -> dict[str, Any]:
-        """Ask for approvals while the client can answer; a run still waiting is returned as ``waiting``."""
+        """Ask the client's model or the client's user while the client can answer (a task, for a 2026-era client
+        declaring Tasks); a run still waiting is returned as ``waiting``."""
+        asked = model_round.asked if model_round is not None else None
+        if result is not None and result.status == "waiting" and not result.pending and asked is not None:
+            key = f"model-{digest(asked)}"  # a turn of the client's model: this round's question
+            state = {"k": "sample", "run": result.run_id, "key": key}
+            return self._input_requests({key: {"method": "sampling/createMessage", "params": asked}}, params, state)
         while result is not None and result.status == "waiting" and result.pending:
             if not can_elicit(call.request.client_capabilities):
                 break
+            if call.request.era == "modern" and declares_tasks(call.request.client_capabilities):
+                record = await self.app.store.load_run(result.run_id)
+                assert record is not None  # it waits: stored before anyone is asked
+                return created(record)
             if call.request.era == "modern":
                 questions = {t.tool_call_id: (_ticket_question(t, result), t.outcome_unknown) for t in result.pending}
                 state = {"k": "run", "run": result.run_id, "calls": list(questions)}
@@ -409,6 +438,20 @@ class CallRunner:
             "inputRequests": requests,
             "requestState": self.seal.seal(params.name, params.arguments, state),
         }
+
+
+def _round(request: Request, state: dict[str, Any] | None, params: CallToolParams) -> Round | None:
+    """A 2026-era call's round for ``mcp_sampling`` models: the client's sampling capability, and the model's
+    answer it brings when it retries a model turn (sealed ``key``: ``model-<digest of the request answered>``)."""
+    if request.era != "modern":
+        return None
+    sampling = request.client_capabilities.get("sampling")
+    model_round = Round(sampling if isinstance(sampling, dict) else None)
+    if state is not None and state.get("k") == "sample":
+        answer = (params.input_responses or {}).get(state["key"])
+        if isinstance(answer, dict):
+            model_round.answers[str(state["key"]).removeprefix("model-")] = answer
+    return model_round
 
 
 def _ticket_question(ticket: WaitingTicket, result: AgentRunResult) -> str:

@@ -22,6 +22,7 @@ __all__ = [
     "ListenParams",
     "ResourceParams",
     "SetLevelParams",
+    "TaskParams",
 ]
 
 
@@ -70,6 +71,13 @@ class CallToolParams(_Params):
     request_state: str | None = Field(None, alias="requestState")
 
 
+class TaskParams(_Params):
+    """``tasks/get``, ``tasks/update`` (with ``inputResponses``) and ``tasks/cancel`` of the Tasks extension."""
+
+    task_id: str = Field(alias="taskId")
+    input_responses: dict[str, Any] | None = Field(None, alias="inputResponses")
+
+
 class SetLevelParams(_Params):
     level: LogLevel
 
@@ -82,6 +90,7 @@ class CancelledParams(_Params):
 class ListenFilter(_Params):
     tools_list_changed: bool = Field(default=False, alias="toolsListChanged")
     resource_subscriptions: list[str] = Field(default_factory=list, alias="resourceSubscriptions")
+    task_ids: list[str] = Field(default_factory=list, alias="taskIds")  # the Tasks extension's notifications
 
 
 class ListenParams(_Params):

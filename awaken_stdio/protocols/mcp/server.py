@@ -4,7 +4,8 @@ It runs on the project's ``JsonRpcPeer`` (framing, concurrency, cancellation, EO
 with the MCP semantics here: the era, chosen by the first request and then locked (``initialize`` opens the
 handshake era, 2024-11-05 to 2025-11-25; a request whose ``_meta`` carries the 2026-07-28 envelope opens the modern
 one); the per-request envelope checks; ``resultType`` and the ``serverInfo`` stamp on modern results; ``tools/list``
-and its change notifications; logging; and ``tools/call``, whose work lives in ``calls.py``.
+and its change notifications; logging; ``tools/call``, whose work lives in ``calls.py``; and the Tasks extension's
+methods (``tasks.py``).
 
 Start-up order matters to hosts that give a server 5-10 s (DESIGN section 6): a first ``initialize`` is answered
 before the event loop starts (``initialize.py``), otherwise the first answer comes from this module, which imports
@@ -52,6 +53,7 @@ from awaken_stdio.protocols.mcp.wire import (
     PROTOCOL_VERSION_KEY,
     SERVER_INFO_KEY,
     SUBSCRIPTION_ID_KEY,
+    TASKS_EXTENSION,
     UNSUPPORTED_PROTOCOL_VERSION,
     LogLevel,
     Request,
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from awaken_stdio.protocols.mcp.calls import CallRunner, ToolCall
     from awaken_stdio.protocols.mcp.catalog import Catalog
     from awaken_stdio.protocols.mcp.library import Library
+    from awaken_stdio.protocols.mcp.tasks import TaskBoard
 
 __all__ = ["McpServer", "run"]
 
@@ -86,7 +89,8 @@ _LIBRARY = {
     "prompts/get": "get_prompt",
     "completion/complete": "complete",
 }
-_MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
+_TASKS = ("tasks/get", "tasks/update", "tasks/cancel")  # the Tasks extension's methods (``tasks.py``)
+_MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", *_TASKS})
 
 
 class McpServer:
@@ -121,6 +125,7 @@ class McpServer:
         self._runner: CallRunner | None = None
         self._catalog: Catalog | None = None
         self._library: Library | None = None
+        self._tasks: TaskBoard | None = None
         self._calls: dict[Any, ToolCall] = {}
         self._listeners: dict[Any, MemoryObjectSendStream[tuple[str, dict[str, Any]]]] = {}
         self._register()
@@ -155,6 +160,7 @@ class McpServer:
         from awaken_stdio.protocols.mcp.calls import CallRunner
         from awaken_stdio.protocols.mcp.channel import ClientModel
         from awaken_stdio.protocols.mcp.library import Library
+        from awaken_stdio.protocols.mcp.tasks import TaskBoard
         from awaken_stdio.providers import mcp_sampling
 
         seal = StateSeal(await load_seal_key(app.store))
@@ -166,6 +172,7 @@ class McpServer:
         mcp_sampling.attach(ClientModel(self.peer, self._handshake_capabilities))  # provider = "mcp_sampling"
         try:
             async with anyio.create_task_group() as tg:
+                self._tasks = TaskBoard(app, self._library, tg)  # runs a tasks/update resumes go on in tg
                 tg.start_soon(self._library.watch.run)
                 yield
                 tg.cancel_scope.cancel()
@@ -174,9 +181,9 @@ class McpServer:
 
     def _startup(self) -> Startup:
         """The startup, or with no config file and no API key, one whose agent uses the client's model (if it
-        samples): the host's model is then the default (``provider = "mcp_sampling"``)."""
+        samples, in either era): the host's model is then the default (``provider = "mcp_sampling"``)."""
         file = self.startup.file
-        sampling = (self._handshake_capabilities() or {}).get("sampling")
+        sampling = self._client_capabilities.get("sampling")  # the handshake's, or the first 2026-era request's
         if file.path is not None or file.data or not isinstance(sampling, dict):
             return self.startup
         log.info("no config file and no API key: the agent 'default' uses the MCP client's model (mcp_sampling)")
@@ -236,6 +243,8 @@ class McpServer:
         route("tools/call", self._call_tool)
         for method, name in _LIBRARY.items():
             route(method, self._library_handler(name))
+        for method in _TASKS:
+            route(method, self._task_handler(method))
         self.peer.register_notification("notifications/cancelled", self._cancelled)
         self.peer.register_notification("notifications/initialized", self._initialized)
 
@@ -244,6 +253,14 @@ class McpServer:
             await self._app_ready()
             assert self._library is not None
             return await getattr(self._library, name)(params, request)
+
+        return handle
+
+    def _task_handler(self, method: str) -> Any:
+        async def handle(params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+            await self._app_ready()
+            assert self._tasks is not None
+            return await self._tasks.handle(method, params, request)
 
         return handle
 
@@ -269,6 +286,7 @@ class McpServer:
         """The era checks, in the SDK's order; synchronous, so the first request to arrive decides the era."""
         meta = params.get("_meta")
         enveloped = method != "initialize" and isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
+        first = self.era is None
         if self.era is None:
             self.era = "modern" if enveloped else "legacy"
             log.info("serving the %s protocol era", "2026-07-28" if enveloped else "handshake")
@@ -284,6 +302,8 @@ class McpServer:
                     data,
                 )
             version, capabilities = _envelope(meta)
+            if first:  # what the app opened after the first answer expects (``_startup``)
+                self._client_capabilities = capabilities
             if method in _LEGACY_ONLY:
                 raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
             level = meta.get(LOG_LEVEL_KEY) if isinstance(meta, dict) else None
@@ -328,7 +348,7 @@ class McpServer:
     async def _discover(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
         return {
             "supportedVersions": list(MODERN_VERSIONS),
-            "capabilities": CAPABILITIES,
+            "capabilities": {**CAPABILITIES, "extensions": {TASKS_EXTENSION: {}}},
             "serverInfo": server_info(),
             "instructions": INSTRUCTIONS,
             "ttlMs": DISCOVER_TTL_MS,
@@ -395,6 +415,7 @@ class McpServer:
             honored["toolsListChanged"] = True
             self._listeners[key] = send
         watched: list[str] = []
+        tasks: list[str] = []
 
         async def updated(uri: str) -> None:
             send.send_nowait(("notifications/resources/updated", {"uri": uri}))
@@ -405,6 +426,14 @@ class McpServer:
                 assert self._library is not None
                 watched = await self._library.listen(wanted.resource_subscriptions, key, updated)
                 honored["resourceSubscriptions"] = watched
+            if wanted.task_ids:
+                from awaken_stdio.protocols.mcp.tasks import require_tasks
+
+                require_tasks(request, "task notifications")
+                await self._app_ready()
+                assert self._tasks is not None
+                tasks = await self._tasks.listen(wanted.task_ids, key, lambda m, note: send.send_nowait((m, note)))
+                honored["taskIds"] = tasks
             await self.peer.notify(
                 "notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta}
             )
@@ -415,6 +444,8 @@ class McpServer:
             self._listeners.pop(key, None)
             if self._library is not None:
                 self._library.unlisten(watched, key)
+            if self._tasks is not None:
+                self._tasks.unlisten(tasks, key)
             send.close()
         return {"_meta": meta}
 

@@ -25,6 +25,7 @@ __all__ = [
     "PROTOCOL_VERSION_KEY",
     "SERVER_INFO_KEY",
     "SUBSCRIPTION_ID_KEY",
+    "TASKS_EXTENSION",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "LogLevel",
     "Request",
@@ -40,6 +41,7 @@ CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"  # agent runs waiting for a person, as tasks (``tasks.py``)
 
 UNSUPPORTED_PROTOCOL_VERSION = -32022  # data {supported, requested}
 

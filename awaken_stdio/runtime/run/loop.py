@@ -13,6 +13,7 @@ from dataclasses import replace
 import anyio
 
 from awaken_stdio.contract.activation import AgentRunResult
+from awaken_stdio.contract.errors import ModelAnswerPending
 from awaken_stdio.contract.events import RunStart, StepEnd, StepStart
 from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.inference import StreamResult
@@ -163,7 +164,10 @@ class AgentLoop(RunState):
         await self.engine.run_actions(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
         await compact_if_needed(self)
 
-        response = await infer(self, assistant_id)
+        try:
+            response = await infer(self, assistant_id)
+        except ModelAnswerPending as pending:
+            return await self._wait_for_model(str(pending))
         await self.engine.run_phase(Phase.AFTER_INFERENCE, self.ctx(Phase.AFTER_INFERENCE, response=response))
 
         message = Message(
@@ -197,6 +201,16 @@ class AgentLoop(RunState):
         if blocked is not None:
             return blocked
         return TerminationReason.suspended() if asks else None
+
+    async def _wait_for_model(self, why: str) -> TerminationReason:
+        """The model's answer comes from outside the process: wait for it durably, with no call to decide (a resume
+        without decisions runs this step again from its start, and the model then has its answer)."""
+        self.partial_text = []
+        await set_waiting(self)
+        assert self.record.waiting is not None
+        self.record.waiting = replace(self.record.waiting, reason="external_event", message=why)
+        await checkpoint(self, settles=True)
+        return TerminationReason.suspended()
 
     async def _complete_step(self, *, last: bool = False, asks: bool = False) -> None:
         """End the step; its checkpoint is the run's final one when it is the ``last`` (one write, not two), written
