@@ -50,6 +50,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_TIMEOUT = 10.0  # verify_agents.py DEFAULT_TIMEOUT
 RPC_TIMEOUT = 5.0  # protocol_matrix.py DEFAULT_RPC_TIMEOUT
+HANDSHAKE_TIMEOUT = 120.0  # verify_agents.py DEFAULT_AUTH_TIMEOUT: a download may come first
 _ALLOWED_PAINT = {"currentcolor", "none", "inherit"}
 _SUPPORT = {"success", "invalid_params", "resource_not_found"}  # protocol_matrix.py SUCCESS_STATUSES
 _INITIALIZE = {  # what the registry's checkers send
@@ -313,19 +314,17 @@ def _terminal_args_problems(initialize: dict[str, Any], launch: Launch, cwd: Pat
     return problems
 
 
-def launch_gate(launch: Launch, sandbox: Path) -> Gate:
-    """Cold start: the first ``initialize`` answer within 10 s, then a clean exit when stdin closes."""
+def launch_gate(launch: Launch, sandbox: Path, timeout: float = LAUNCH_TIMEOUT) -> Gate:
+    """Cold start: the first ``initialize`` answer within ``timeout``, then a clean exit when stdin closes."""
     home = sandbox / "launch-home"
     home.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     agent = Agent(launch.command, sandbox, sandbox_env(home, model=False))
-    answer = agent.request("initialize", _INITIALIZE, LAUNCH_TIMEOUT)
+    answer = agent.request("initialize", _INITIALIZE, timeout)
     took = time.monotonic() - started
     code = agent.close()
     problems = (
-        []
-        if answer and "result" in answer
-        else [f"no initialize answer within {LAUNCH_TIMEOUT:g} s: {agent.stderr_tail()}"]
+        [] if answer and "result" in answer else [f"no initialize answer within {timeout:g} s: {agent.stderr_tail()}"]
     )
     if code != 0:
         problems.append(f"on EOF it exited {code}, not 0")
@@ -343,7 +342,7 @@ def protocol_gates(launch: Launch, sandbox: Path) -> Iterator[Gate]:
         env = sandbox_env(home, model)
         agent = Agent(launch.command, workspace, env)
         try:
-            answer = agent.request("initialize", _INITIALIZE, LAUNCH_TIMEOUT)
+            answer = agent.request("initialize", _INITIALIZE, HANDSHAKE_TIMEOUT)
             if answer is None or "result" not in answer:
                 agent.close()
                 yield _gate(f"initialize ({label})", [f"no answer: {answer or agent.stderr_tail()}"])
@@ -403,9 +402,17 @@ def build_wheel(out: Path) -> Path:
 
 
 def _uv() -> str:
-    found = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
+    """uv on PATH, else the one the ``uv`` package (the ``dev`` extra) installed next to this Python."""
+    found = shutil.which("uv")
     if found is None:
-        raise SystemExit("uv is not installed: pip install uv (the registry launches Python agents with uvx)")
+        try:
+            from uv import find_uv_bin  # pyright: ignore[reportMissingImports]
+
+            found = find_uv_bin()
+        except (ImportError, FileNotFoundError):
+            raise SystemExit(
+                "uv is not installed: pip install uv (the registry launches Python agents with uvx)"
+            ) from None
     return found
 
 
@@ -432,13 +439,17 @@ def report(gates: Sequence[Gate]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--wheel", type=Path, help="a built wheel (default: build one from this tree)")
+    parser.add_argument(
+        "--launch-timeout", type=float, default=LAUNCH_TIMEOUT,
+        help="seconds a cold start (download included) may take to answer initialize (default: %(default)s)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="awaken-registry-gates-") as tmp:
         sandbox = Path(tmp)
         gates = static_gates()
         wheel = args.wheel or build_wheel(sandbox / "dist")
         launch = wheel_launch(wheel, sandbox)
-        gates.append(launch_gate(launch, sandbox))  # first: the cache is still empty
+        gates.append(launch_gate(launch, sandbox, args.launch_timeout))  # first: the cache is still empty
         gates += protocol_gates(launch, sandbox)
     failed = [g.name for g in gates if not g.ok]
     summary = f"{len(gates) - len(failed)} of {len(gates)} registry gates pass"
