@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test lint format bench schemas pg-up pg-down node-tools conformance
+.PHONY: install test lint format bench schemas pg-up pg-down node-tools conformance registry-gates
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,8 @@ test: $(PY)
 	$(PY) -m pytest -q
 
 lint: $(PY)
-	$(PY) -m ruff check awaken_stdio tests bench examples
-	$(PY) -m ruff format --check awaken_stdio tests bench examples
+	$(PY) -m ruff check awaken_stdio tests bench examples scripts
+	$(PY) -m ruff format --check awaken_stdio tests bench examples scripts
 	$(PY) -m pyright  # strict on awaken_stdio/ ([tool.pyright] in pyproject.toml)
 
 format: $(PY)
@@ -48,3 +48,8 @@ node-tools:
 # failure is in tests/e2e/conformance/expected-failures.yml. Results in .node/conformance-results/.
 conformance: $(PY)
 	@PYTHON=$(abspath $(PY)) tests/e2e/conformance/run.sh
+
+# What the ACP and MCP registries check before listing us (icon, manifests, versions, a cold `uvx` launch, the auth
+# check, the protocol matrix), run against a wheel built once from the sdist. Needs uv (in the `dev` extra) and PyPI.
+registry-gates: $(PY)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) scripts/registry_gates.py

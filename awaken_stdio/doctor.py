@@ -74,7 +74,7 @@ def _config_places(config: str | None) -> tuple[str, ...]:
     notes = []
     for i, candidate in enumerate(candidates):
         if candidate.path is None:
-            state = "not set"
+            state = candidate.unset
         elif i > used:
             state = f"{candidate.path} (not read: {candidates[used].source} comes first)"
         elif candidate.path.is_file():

@@ -102,10 +102,11 @@ def test_a_broken_config_is_the_first_and_only_check(tmp_path: Path) -> None:
 
 def test_every_place_the_config_is_looked_for_is_printed(tmp_path: Path) -> None:
     out = doctor(tmp_path, SCRIPTED)
-    notes = [line.strip() for line in out.stdout.splitlines() if line.startswith(" ")][:3]
+    notes = [line.strip() for line in out.stdout.splitlines() if line.startswith(" ")][:4]
     assert notes[0] == f"--config: {tmp_path / 'config.toml'} (used)"
     assert notes[1] == "$AWAKEN_STDIO_CONFIG: not set"
-    assert notes[2].startswith("user config file: ") and notes[2].endswith("(not read: --config comes first)")
+    assert notes[2].startswith("project config file (.awaken-stdio.toml in ")
+    assert notes[3].startswith("user config file: ") and notes[3].endswith("(not read: --config comes first)")
 
 
 def test_without_a_config_file_it_says_where_it_looked(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from awaken_stdio.contract.errors import ConfigError
 
 __all__ = [
     "CONFIG_ENV",
+    "PROJECT_CONFIG",
     "STORE_ENV",
     "ConfigCandidate",
     "ConfigFile",
@@ -32,6 +33,7 @@ __all__ = [
 
 CONFIG_ENV = "AWAKEN_STDIO_CONFIG"
 STORE_ENV = "AWAKEN_STDIO_STORE"
+PROJECT_CONFIG = ".awaken-stdio.toml"  # a project's own config, found from the working directory upward
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,7 @@ class ConfigCandidate:
     source: str
     path: Path | None
     required: bool  # given explicitly: a missing file is an error, not "use the defaults"
+    unset: str = "not set"  # what ``doctor`` says when ``path`` is None
 
 
 def config_candidates(path: str | os.PathLike[str] | None = None) -> list[ConfigCandidate]:
@@ -68,15 +71,30 @@ def config_candidates(path: str | os.PathLike[str] | None = None) -> list[Config
 
 
 def _candidates(path: str | os.PathLike[str] | None) -> Iterator[ConfigCandidate]:
-    """Lazily: the user config file's place (platformdirs) is looked up only when no earlier one is set."""
+    """Lazily: the project file is searched for, and the user config file's place (platformdirs) looked up, only
+    when no earlier one is set."""
     env = os.environ.get(CONFIG_ENV)
     yield ConfigCandidate("--config", Path(path).expanduser() if path else None, True)
     yield ConfigCandidate(f"${CONFIG_ENV}", Path(env).expanduser() if env else None, True)
+    cwd = Path.cwd()
+    yield ConfigCandidate(f"project config file ({PROJECT_CONFIG} in {cwd} or above)", project_config(cwd), False,
+                          "none found")  # fmt: skip
     yield ConfigCandidate("user config file", default_config_path(), False)
 
 
+def project_config(start: Path) -> Path | None:
+    """The nearest ``.awaken-stdio.toml`` in ``start`` or a directory above it, as git finds ``.git``."""
+    for directory in (start, *start.parents):
+        candidate = directory / PROJECT_CONFIG
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def read_config_file(path: str | os.PathLike[str] | None = None) -> ConfigFile:
-    """``path``, else ``$AWAKEN_STDIO_CONFIG``, else the user config file if it exists, else the defaults."""
+    """``path``, else ``$AWAKEN_STDIO_CONFIG``, else the nearest project file, else the user config file if it
+    exists, else the defaults. One file is read, never a merge of several: relative paths in it (scripts, tool
+    modules) resolve against its own directory, and what it says is all there is (as ruff's nearest config)."""
     chosen = next(c for c in _candidates(path) if c.path is not None)
     file = chosen.path
     assert file is not None

@@ -244,12 +244,34 @@ class AgentLog:
 
 
 async def _chat(args: argparse.Namespace) -> int:
+    """The chat until the person leaves, or until its terminal hangs up (the window closed) or it is told to stop:
+    then the chat ends as when the person leaves, with the shell's 128 + the signal's number."""
     cwd = _demo_workspace() if args.demo else os.getcwd()
+    stopped_by: list[int] = []
+    code = 0
     try:
-        return await _chat_in(args, cwd)
+        async with anyio.create_task_group() as tg:
+            await tg.start(_stop_on_hang_up, tg.cancel_scope, stopped_by)
+            code = await _chat_in(args, cwd)
+            tg.cancel_scope.cancel()
     finally:
         if args.demo:  # the tour's copy of its sample project: nothing in it is the person's
             shutil.rmtree(cwd, ignore_errors=True)
+    return 128 + stopped_by[0] if stopped_by else code
+
+
+async def _stop_on_hang_up(
+    scope: anyio.CancelScope,
+    stopped_by: list[int],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    with anyio.open_signal_receiver(signal.SIGHUP, signal.SIGTERM) as signals:
+        task_status.started()
+        async for signum in signals:
+            stopped_by.append(signum)
+            scope.cancel()
+            return
 
 
 async def _chat_in(args: argparse.Namespace, cwd: str) -> int:

@@ -149,10 +149,14 @@ class ToolCallStreamDelta(_Event):
 
 @dataclass(frozen=True, slots=True)
 class ToolCallResumed(_Event):
+    """A suspended call settled by its decision. ``result`` is the payload the decision produced; ``tool_result``, when
+    the tool ran, is its whole result, so a surface shows an approved call exactly as an allowed one."""
+
     event_type: ClassVar[str] = "tool_call_resumed"
     target_id: str
     result: Any
     outcome: ToolOutcome = "succeeded"
+    tool_result: ToolResult | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -114,9 +115,14 @@ class Terminal:
         return self.process.wait(timeout)
 
     def close(self) -> None:
+        """Hang up, as closing the window does (the chat then removes a demo's workspace); kill what stays."""
         if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+            os.killpg(self.process.pid, signal.SIGHUP)
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
         os.close(self._fd)
 
 

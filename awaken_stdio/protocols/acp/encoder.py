@@ -189,14 +189,16 @@ class TurnEncoder:
             self._calls[event.id] = (event.name, event.arguments)
             self._open.add(event.id)
             descriptor = self._lookup(event.name)
+            # pending, not in_progress: the permission gate has not run yet (a guarded call is in_progress once
+            # approved, turns.py); an allowed call goes from pending to its result, or to its live terminal
             if not known:
-                return [tool_call(event.id, event.name, event.arguments, descriptor, status="in_progress")]
+                return [tool_call(event.id, event.name, event.arguments, descriptor)]
             return [
                 {
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": event.id,
                     "title": tool_title(event.name, event.arguments, descriptor),
-                    "status": "in_progress",
+                    "status": "pending",
                     "rawInput": event.arguments,
                 }
             ]
@@ -256,31 +258,19 @@ class TurnEncoder:
         return updates
 
     def _resumed(self, event: ToolCallResumed) -> list[dict[str, Any]]:
-        self._open.discard(event.target_id)
-        payload = event.result
-        failed = event.outcome == "failed"
-        data, metadata = payload, None
-        if isinstance(payload, dict) and set(payload) == {"data", "metadata"}:
-            data, metadata = payload["data"], payload["metadata"]
+        if event.tool_result is not None:  # the tool ran once approved: shown as when it was allowed
+            return self._done(event.target_id, event.tool_result, event.outcome)
+        self._open.discard(event.target_id)  # refused: the decision's own result is all there is
+        payload, failed = event.result, event.outcome == "failed"
         if failed and isinstance(payload, dict) and payload.get("approved") is False:
             text = "Rejected" + (f": {payload['reason']}" if payload.get("reason") else "")
         elif failed and isinstance(payload, dict) and "error" in payload:
             text = str(payload["error"])
         else:
-            text = _payload_text(data)
-        update = {
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": event.target_id,
-            "status": "failed" if failed else "completed",
-            **_result_fields(data, metadata, text, failed),
-        }
-        updates = [update]
-        name = self._calls.get(event.target_id, ("", None))[0]
-        if name == _PLAN_TOOL and not failed and isinstance(data, dict):
-            plan = _plan(data.get("entries"))
-            if plan is not None:
-                updates.append(plan)
-        return updates
+            text = _payload_text(payload)
+        status = "failed" if failed else "completed"
+        update = {"sessionUpdate": "tool_call_update", "toolCallId": event.target_id, "status": status}
+        return [update | _result_fields(payload, None, text, failed)]
 
 
 def _chunk(kind: str, text: str, message_id: str | None) -> dict[str, Any]:

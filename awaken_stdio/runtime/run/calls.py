@@ -68,7 +68,7 @@ async def commit_call(run: RunState, outcome: CallResult, *, resumed: bool = Fal
     message = Message("tool", text, tool_call_id=call.id, run_id=run.run_id, metadata=metadata)
     run.messages.append(message)
     if resumed:
-        await run.emit(ToolCallResumed(call.id, _resumed_payload(result), status))
+        await run.emit(ToolCallResumed(call.id, _resumed_payload(result), status, result))
     else:
         await run.emit(ToolCallDone(call.id, message.id, result, status))
 
