@@ -47,8 +47,7 @@ class V2Connection:
     # -- the dialect: the v1 machinery's outbound messages ------------------------------------------------------
 
     async def update(self, params: dict[str, Any]) -> None:
-        update = to_v2(params["update"])
-        if update is not None:
+        for update in to_v2(params["update"]):
             await self.peer.raw_notify("session/update", {**params, "update": update})
 
     async def ask(self, params: dict[str, Any], cancel_method: str | None) -> Any:

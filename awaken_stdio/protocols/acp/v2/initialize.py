@@ -20,9 +20,15 @@ __all__ = ["asks_v2", "initialize_v2"]
 
 
 def asks_v2(params: Any) -> bool:
-    """The client asked for exactly v2. Any other version (3, 65535) is answered with v1 as before: v2 is a
-    Preview, so a client has to ask for it by name."""
-    return isinstance(params, dict) and type(params.get("protocolVersion")) is int and params["protocolVersion"] == 2
+    """The client asked for exactly v2, in v2's shape (its ``info`` object, which v2 requires). Any other version
+    (3, 65535), and a v1-shaped request for 2 (a v1 client probing), is answered with v1 as before: v2 is a Preview,
+    so a client has to ask for it by name and speak it."""
+    return (
+        isinstance(params, dict)
+        and type(params.get("protocolVersion")) is int
+        and params["protocolVersion"] == 2
+        and isinstance(params.get("info"), dict)
+    )
 
 
 Negotiated = tuple[dict[str, Any], dict[str, Any], dict[str, bool]]
@@ -65,9 +71,9 @@ def _params_problem(params: dict[str, Any]) -> str | None:
         return "capabilities must be an object"
     if isinstance(caps, dict) and not isinstance(caps.get("elicitation"), dict | None):
         return "capabilities.elicitation must be an object"
-    info = params.get("info")
-    if not isinstance(info, dict) or not all(isinstance(info.get(k), str) for k in ("name", "version")):
-        return "info {name, version} is required"
+    info = params["info"]
+    if not all(isinstance(info.get(k), str) for k in ("name", "version")):
+        return "info needs a name and a version"
     meta = params.get("_meta")
     if meta is not None and not isinstance(meta, dict):
         return "_meta must be an object or null"

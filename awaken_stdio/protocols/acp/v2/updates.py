@@ -3,12 +3,15 @@
 v2 keys every update by what it patches: message updates and chunks by ``messageId`` (required), tool calls by
 ``toolCallId`` (``tool_call`` is gone: ``tool_call_update`` is an upsert), the plan by ``planId`` (``plan_update``),
 terminals by ``terminalId``. Diffs become structured ``changes`` with a unified ``patch``; modes are a config option
-only (``current_mode_update`` is dropped); a command's input is a tagged union. Anything else, ``_``-prefixed
-custom updates included, passes through unchanged (v2's enums are open).
+only (``current_mode_update`` is dropped); a command's input is a tagged union. A command the agent ran itself (v2
+has no client terminal) is shown as a display-only terminal: a ``terminal_update`` snapshot of its output and exit
+status, anchored in the call's content. Anything else, ``_``-prefixed custom updates included, passes through
+unchanged (v2's enums are open).
 """
 
 from __future__ import annotations
 
+import base64
 import difflib
 from typing import Any
 
@@ -21,30 +24,47 @@ _CHUNKS = ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk")
 _DROPPED = ("current_mode_update",)
 
 
-def to_v2(update: dict[str, Any]) -> dict[str, Any] | None:
-    """The v2 form of one v1 update, or ``None`` when v2 has no such update."""
+def to_v2(update: dict[str, Any]) -> list[dict[str, Any]]:
+    """The v2 form of one v1 update: none when v2 has no such update, two for a command's terminal and call."""
     kind = update.get("sessionUpdate")
     if kind in _DROPPED:
-        return None
+        return []
     if kind in _CHUNKS:
         if update.get("messageId") is None:  # v2 requires it; a lone notice is a message of its own
-            return {**update, "messageId": new_id("msg_")}
-        return update
+            return [{**update, "messageId": new_id("msg_")}]
+        return [update]
     if kind in ("tool_call", "tool_call_update"):
         patch = {**update, "sessionUpdate": "tool_call_update"}
         if isinstance(update.get("content"), list):
             patch["content"] = [tool_call_content(c) for c in update["content"]]
-        return patch
+        terminal = _terminal(update)
+        if terminal is not None:
+            patch["content"] = [{"type": "terminal", "terminalId": terminal["terminalId"]}]
+            return [terminal, patch]
+        return [patch]
     if kind == "plan":
-        return {
-            "sessionUpdate": "plan_update",
-            "plan": {"type": "items", "planId": PLAN_ID, "entries": update["entries"]},
-        }
+        plan = {"type": "items", "planId": PLAN_ID, "entries": update["entries"]}
+        return [{"sessionUpdate": "plan_update", "plan": plan}]
     if kind == "available_commands_update":
-        return {**update, "availableCommands": [_command(c) for c in update["availableCommands"]]}
+        return [{**update, "availableCommands": [_command(c) for c in update["availableCommands"]]}]
     if kind == "config_option_update":
-        return {**update, "configOptions": config_options_v2(update["configOptions"])}
-    return update
+        return [{**update, "configOptions": config_options_v2(update["configOptions"])}]
+    return [update]
+
+
+def _terminal(update: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``terminal_update`` of a finished command the agent ran (``run_command``'s result), else ``None``."""
+    raw = update.get("rawOutput")
+    if not isinstance(raw, dict) or not isinstance(raw.get("command"), str) or "exit_code" not in raw:
+        return None
+    output = str(raw.get("output") or "").encode()
+    return {
+        "sessionUpdate": "terminal_update",
+        "terminalId": f"term_{update['toolCallId']}",
+        "command": raw["command"],
+        "output": {"data": base64.b64encode(output).decode()},
+        "exitStatus": {"exitCode": raw["exit_code"], "signal": raw.get("signal")},
+    }
 
 
 def tool_call_content(item: dict[str, Any]) -> dict[str, Any]:

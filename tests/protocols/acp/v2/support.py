@@ -53,6 +53,7 @@ class V2Client:
         self.errors: list[str] = []
         self.answers: list[str] = []
         self.hold = False
+        self.batches = 0  # arrays the agent sent (its answers to our batches)
         self._ids = 0
         self._methods: dict[int, str] = {}
         self._changed = anyio.Event()
@@ -94,6 +95,7 @@ class V2Client:
                 await self._received(json.loads(line))
 
     async def _received(self, message: Any) -> None:
+        self.batches += isinstance(message, list)
         try:
             _ROOT.validate(message)
         except jsonschema.ValidationError as exc:
