@@ -130,6 +130,23 @@ class V2Client:
         info = {"name": "v2-test", "version": "0.1"}
         return await self.request("initialize", {"protocolVersion": 2, "capabilities": {}, "info": info})
 
+    async def new_session(self, cwd: Path) -> str:
+        return (await self.request("session/new", {"cwd": str(cwd)}))["result"]["sessionId"]
+
+    async def prompt(self, sid: str, text: str) -> str:
+        """Send a prompt; its message id (the receipt's)."""
+        answer = await self.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+        return answer["result"]["_meta"]["messageId"]
+
+    async def idle(self, timeout: float = 20) -> tuple[str, str | None]:
+        """Wait for the next ``idle`` state after those seen so far; it and its stop reason."""
+        seen = len([s for s in self.states() if s[0] == "idle"])
+        with anyio.fail_after(timeout):
+            while len(idles := [s for s in self.states() if s[0] == "idle"]) <= seen:
+                self._changed = anyio.Event()
+                await self._changed.wait()
+        return idles[seen]
+
     def kill(self) -> None:
         os.kill(self.process.pid, signal.SIGKILL)
 
