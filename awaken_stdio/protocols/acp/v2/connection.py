@@ -50,14 +50,15 @@ class V2Connection:
         for update in to_v2(params["update"]):
             await self.peer.raw_notify("session/update", {**params, "update": update})
 
-    async def ask(self, params: dict[str, Any], cancel_method: str | None) -> Any:
+    async def ask(self, method: str, params: dict[str, Any], cancel_method: str | None) -> Any:
+        """A question to the person (a permission, a tool's form): the session ``requires_action`` until answered."""
         session_id = params["sessionId"]
-        session = self.server.sessions.get(session_id) if self.server else None
-        cwd = session.record.cwd if session is not None else "/"
-        request = permission_request(params, cwd)
+        if method == "session/request_permission":
+            session = self.server.sessions.get(session_id) if self.server else None
+            params = permission_request(params, session.record.cwd if session is not None else "/")
         await self._tell_state(session_id, "requires_action")
         try:
-            return await self.peer.raw_request("session/request_permission", request, cancel_method=cancel_method)
+            return await self.peer.raw_request(method, params, cancel_method=cancel_method)
         finally:
             if self._busy.get(session_id):
                 with anyio.CancelScope(shield=True):

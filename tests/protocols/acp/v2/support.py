@@ -53,6 +53,7 @@ class V2Client:
         self.errors: list[str] = []
         self.answers: list[str] = []
         self.hold = False
+        self.form_answer: dict[str, Any] = {"action": "decline"}  # the answer to ``elicitation/create``
         self.batches = 0  # arrays the agent sent (its answers to our batches)
         self._ids = 0
         self._methods: dict[int, str] = {}
@@ -103,6 +104,8 @@ class V2Client:
         for one in message if isinstance(message, list) else [message]:
             self._check(one)
             self.incoming.append(one)
+            if one.get("method") == "elicitation/create":
+                await self.send({"jsonrpc": "2.0", "id": one["id"], "result": self.form_answer})
             if one.get("method") == "session/request_permission" and not self.hold:
                 kind = self.answers.pop(0) if self.answers else "allow_once"
                 option = next(o for o in one["params"]["options"] if o["kind"] == kind)
@@ -117,6 +120,8 @@ class V2Client:
                 validate_def("UpdateSessionNotification", message["params"])
             elif method == "session/request_permission":
                 validate_def("RequestPermissionRequest", message["params"])
+            elif method == "elicitation/create":
+                validate_def("CreateElicitationRequest", message["params"])
             elif method is not None:
                 raise jsonschema.ValidationError(f"the agent sent an unexpected method {method}")
             elif "error" in message:
@@ -126,9 +131,10 @@ class V2Client:
         except jsonschema.ValidationError as exc:
             self.errors.append(f"{exc.message} in {json.dumps(message)[:400]}")
 
-    async def initialize(self) -> dict[str, Any]:
+    async def initialize(self, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
         info = {"name": "v2-test", "version": "0.1"}
-        return await self.request("initialize", {"protocolVersion": 2, "capabilities": {}, "info": info})
+        params = {"protocolVersion": 2, "capabilities": capabilities or {}, "info": info}
+        return await self.request("initialize", params)
 
     async def new_session(self, cwd: Path) -> str:
         return (await self.request("session/new", {"cwd": str(cwd)}))["result"]["sessionId"]

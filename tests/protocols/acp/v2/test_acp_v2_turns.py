@@ -97,6 +97,28 @@ async def test_a_command_runs_in_a_display_only_terminal(tmp_path: Path) -> None
         assert done["content"] == [{"type": "terminal", "terminalId": terminal["terminalId"]}]
 
 
+async def test_a_tools_form_is_asked_with_requires_action(tmp_path: Path) -> None:
+    harness = Harness(tmp_path)
+    tools = '[agents.coder.permission]\ndefault = "allow"\n[tools]\nmodules = ["tests.protocols.acp.asking_tools"]'
+    harness.configure([{"tool_calls": [{"name": "ask_name", "arguments": {}}]}, {"text": "Done."}], agent=tools)
+    async with spawn_v2(harness.command(), harness.workspace, initialize=False) as client:
+        await client.initialize({"elicitation": {"form": {}}})
+        client.form_answer = {"action": "accept", "content": {"name": "Ada"}}
+        sid = await client.new_session(harness.workspace)
+        await client.prompt(sid, "ask")
+        assert await client.idle() == ("idle", "end_turn")
+        [form] = [m["params"] for m in client.incoming if m.get("method") == "elicitation/create"]
+        assert form["mode"] == "form" and form["sessionId"] == sid
+        assert client.states() == [
+            ("running", None),
+            ("requires_action", None),
+            ("running", None),
+            ("idle", "end_turn"),
+        ]
+        results = [u for u in client.updates() if u.get("status") == "completed"]
+        assert "accept: Ada" in str(results[-1])
+
+
 async def test_an_unknown_permission_outcome_is_never_an_approval(tmp_path: Path) -> None:
     harness = Harness(tmp_path)
     harness.configure([{"tool_calls": [{"id": "call_1", "name": "run_command", "arguments": {"command": "touch x"}}]}])
