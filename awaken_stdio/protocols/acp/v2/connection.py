@@ -12,7 +12,7 @@ session's state last; an approval left waiting is then asked again at once, not 
 
 from __future__ import annotations
 
-import logging
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -22,15 +22,13 @@ from awaken_stdio.protocols.acp.codes import RESOURCE_NOT_FOUND
 from awaken_stdio.protocols.acp.v2.peer import AcpPeer
 from awaken_stdio.protocols.acp.v2.permissions import permission_request
 from awaken_stdio.protocols.acp.v2.updates import config_options_v2, to_v2
-from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
+from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, ConnectionClosedError, JsonRpcError
 
 if TYPE_CHECKING:
     from awaken_stdio.protocols.acp.server import AcpServer
     from awaken_stdio.protocols.acp.sessions import Session
 
 __all__ = ["ERROR_STOP", "V2Connection"]
-
-log = logging.getLogger(__name__)
 
 ERROR_STOP = "_error"  # the stop reason of a turn that failed (v2 stop reasons are open; ``_`` is ours)
 
@@ -61,7 +59,7 @@ class V2Connection:
             return await self.peer.raw_request(method, params, cancel_method=cancel_method)
         finally:
             if self._busy.get(session_id):
-                with anyio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True), suppress(ConnectionClosedError):
                     await self._tell_state(session_id, "running")
 
     async def _tell_state(self, session_id: str, state: str, stop_reason: str | None = None) -> None:
@@ -95,7 +93,7 @@ class V2Connection:
             self._busy[sid] -= 1
             if not self._busy[sid]:
                 del self._busy[sid]
-                with anyio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True), suppress(ConnectionClosedError):  # none left to tell
                     await self._tell_state(sid, "idle", reason)
 
     async def prompt(self, server: AcpServer, params: Any) -> dict[str, Any]:
