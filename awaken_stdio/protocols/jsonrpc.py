@@ -35,13 +35,13 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from awaken_stdio.protocols.jsonrpc_calls import Batch, Pending, RequestContext
 from awaken_stdio.protocols.jsonrpc_wire import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
@@ -56,6 +56,7 @@ from awaken_stdio.protocols.jsonrpc_wire import (
     RequestTimeoutError,
     decode_line,
     encode_frame,
+    envelope_problem,
     error_to_wire,
     one_line,
     valid_id,
@@ -94,29 +95,9 @@ _NOTIFICATION_QUEUE = 1024  # notifications queued before reading waits
 _MAX_WRITE_BATCH = 1024 * 1024  # bytes joined into one write
 _PARENT_POLL_S = 0.5
 Params: TypeAlias = dict[str, Any] | list[Any] | None
-RequestHandler: TypeAlias = Callable[[Params, "RequestContext"], Awaitable[Any]]
-NotificationHandler: TypeAlias = Callable[[Params, "RequestContext"], Awaitable[None]]
+RequestHandler: TypeAlias = Callable[[Params, RequestContext], Awaitable[Any]]
+NotificationHandler: TypeAlias = Callable[[Params, RequestContext], Awaitable[None]]
 _Notes: TypeAlias = MemoryObjectSendStream[tuple[NotificationHandler, Params, str]]  # to the notification worker
-
-
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    """What a handler knows about the message it serves; ``request_id`` is None for a notification."""
-
-    peer: JsonRpcPeer
-    method: str
-    request_id: RequestId | None
-
-
-class _Pending:
-    """An outbound request waiting for its answer."""
-
-    __slots__ = ("error", "event", "result")
-
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.result: Any = None
-        self.error: JsonRpcError | None = None
 
 
 class JsonRpcPeer:
@@ -141,7 +122,7 @@ class JsonRpcPeer:
         self._methods: dict[str, RequestHandler] = {}
         self._notification_handlers: dict[str, NotificationHandler] = {}
         self._ids = itertools.count(1)
-        self._pending: dict[RequestId, _Pending] = {}
+        self._pending: dict[RequestId, Pending] = {}
         self._inbound: dict[RequestId, anyio.CancelScope] = {}
         self._active = 0  # requests in flight plus notifications queued or running
         self._idle: anyio.Event | None = None
@@ -154,6 +135,7 @@ class JsonRpcPeer:
         self._outbox: MemoryObjectSendStream[bytes] | None = None
         self._backlog = 0  # bytes passed to _send and not yet written
         self._room: anyio.Event | None = None  # set when reading may go on (back-pressure)
+        self.batches = False  # serve JSON-RPC batches (``jsonrpc_calls.Batch``), else answer an array with -32600
 
     # -- handler table ---------------------------------------------------------------------------------------
 
@@ -210,7 +192,7 @@ class JsonRpcPeer:
         frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             frame["params"] = params
-        pending = self._pending[request_id] = _Pending()
+        pending = self._pending[request_id] = Pending()
         try:
             await self._send(encode_frame(frame))
             with anyio.fail_after(timeout):
@@ -404,10 +386,11 @@ class JsonRpcPeer:
         finally:
             done.set()
 
-    async def _reply_error(self, request_id: RequestId | None, code: int, message: str, data: Any = None) -> None:
-        await self._send(
-            encode_frame({"jsonrpc": "2.0", "id": request_id, "error": JsonRpcError(code, message, data).to_wire()})
-        )
+    async def _reply_error(
+        self, request_id: RequestId | None, code: int, message: str, data: Any = None, batch: Batch | None = None
+    ) -> None:
+        frame = encode_frame({"jsonrpc": "2.0", "id": request_id, "error": JsonRpcError(code, message, data).to_wire()})
+        await self._send(frame) if batch is None else batch.add(frame)
 
     # -- reading ---------------------------------------------------------------------------------------------
 
@@ -472,9 +455,20 @@ class JsonRpcPeer:
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             await self._reply_error(None, PARSE_ERROR, f"Parse error: {one_line(str(exc))}")
             return
+        if type(message) is list and self.batches and message:
+            batch = Batch(self._send)
+            for entry in message:
+                await self._handle_message(entry, notes, batch)
+            await batch.done()
+        else:
+            await self._handle_message(message, notes)
+
+    async def _handle_message(self, message: Any, notes: _Notes, batch: Batch | None = None) -> None:
         if type(message) is not dict:
-            what = "batches are not supported" if type(message) is list else "a message must be a JSON object"
-            await self._reply_error(None, INVALID_REQUEST, f"Invalid Request: {what}")
+            what = "a message must be a JSON object"
+            if type(message) is list:
+                what = "an empty batch" if self.batches else "batches are not supported"
+            await self._reply_error(None, INVALID_REQUEST, f"Invalid Request: {what}", batch=batch)
             return
         request_id = message.get("id")
         echo = request_id if valid_id(request_id) else None
@@ -483,40 +477,39 @@ class JsonRpcPeer:
             return
         if self._behind():
             await self._wait_for_room()
-        if message.get("jsonrpc") != "2.0":
-            await self._reply_error(echo, INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
+        problem = envelope_problem(message)
+        if problem is not None:
+            await self._reply_error(echo, INVALID_REQUEST, f"Invalid Request: {problem}", None, batch)
             return
-        method = message.get("method")
-        if method is None:
-            await self._reply_error(echo, INVALID_REQUEST, "Invalid Request: no method, result or error")
-            return
-        if type(method) is not str or not method:
-            await self._reply_error(echo, INVALID_REQUEST, "Invalid Request: method must be a non-empty string")
-            return
-        params = message.get("params")
-        if params is not None and type(params) is not dict and type(params) is not list:
-            await self._reply_error(echo, INVALID_REQUEST, "Invalid Request: params must be an object or an array")
-            return
+        method: str = message["method"]
+        params: Params = message.get("params")
         if "id" not in message:
             await self._dispatch_notification(method, params, notes)
         elif echo is None:
-            await self._reply_error(None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
+            await self._reply_error(
+                None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer", None, batch
+            )
         elif request_id in self._inbound:
             await self._reply_error(
                 None,
                 INVALID_REQUEST,
                 "Invalid Request: id is already in use by a request in flight",
                 {"id": request_id},
+                batch,
             )
         else:
             handler = self._methods.get(method)
             if handler is None:
-                await self._reply_error(request_id, METHOD_NOT_FOUND, f"Method not found: {one_line(method)}")
+                await self._reply_error(
+                    request_id, METHOD_NOT_FOUND, f"Method not found: {one_line(method)}", None, batch
+                )
                 return
             scope = self._inbound[echo] = anyio.CancelScope()  # before the task runs: cancellable at once
             self._active += 1
             assert self._task_group is not None
-            self._task_group.start_soon(self._serve, handler, method, params, echo, scope)
+            if batch is not None:
+                batch.expect()
+            self._task_group.start_soon(self._serve, handler, method, params, echo, scope, batch)
 
     def _handle_response(self, message: dict[str, Any]) -> None:
         request_id = message.get("id")
@@ -540,7 +533,13 @@ class JsonRpcPeer:
     # -- serving ---------------------------------------------------------------------------------------------
 
     async def _serve(
-        self, handler: RequestHandler, method: str, params: Params, request_id: RequestId, scope: anyio.CancelScope
+        self,
+        handler: RequestHandler,
+        method: str,
+        params: Params,
+        request_id: RequestId,
+        scope: anyio.CancelScope,
+        batch: Batch | None,
     ) -> None:
         try:
             with scope:
@@ -559,6 +558,9 @@ class JsonRpcPeer:
                         data = encode_frame({"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()})
                 if scope.cancel_called or not self._accepting:
                     return  # cancelled by the other side or at shutdown: no answer, never two
+                if batch is not None:
+                    batch.add(data)
+                    return
                 try:
                     await self._send(data)
                 except ConnectionClosedError:
@@ -567,6 +569,8 @@ class JsonRpcPeer:
             del self._inbound[request_id]
             self._one_done()
             self._notice_room()
+            if batch is not None:
+                await batch.done()
 
     async def _dispatch_notification(self, method: str, params: Params, notes: _Notes) -> None:
         handler = self._notification_handlers.get(method)

@@ -23,6 +23,7 @@ __all__ = [
     "RequestTimeoutError",
     "decode_line",
     "encode_frame",
+    "envelope_problem",
     "error_to_wire",
     "one_line",
     "valid_id",
@@ -154,6 +155,20 @@ def encode_frame(frame: dict[str, Any]) -> bytes:
         return (_encoder.encode(frame) + "\n").encode()
     except UnicodeEncodeError:  # a lone surrogate: the ASCII form escapes it and stays valid JSON
         return (_ascii_encoder.encode(frame) + "\n").encode()
+
+
+def envelope_problem(message: dict[str, Any]) -> str | None:
+    """What makes a request or notification (not a response) invalid, if anything."""
+    method, params = message.get("method"), message.get("params")
+    if message.get("jsonrpc") != "2.0":
+        return '"jsonrpc" must be "2.0"'
+    if method is None:
+        return "no method, result or error"
+    if type(method) is not str or not method:
+        return "method must be a non-empty string"
+    if params is not None and type(params) is not dict and type(params) is not list:
+        return "params must be an object or an array"
+    return None
 
 
 def valid_id(value: object) -> TypeGuard[RequestId]:

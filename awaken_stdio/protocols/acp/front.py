@@ -21,9 +21,12 @@ import anyio
 
 from awaken_stdio.app.deferred import DeferredApp
 from awaken_stdio.app.startup import Startup
+from awaken_stdio.protocols.acp import v2
 from awaken_stdio.protocols.acp.initialize import Initialized, initialize
+from awaken_stdio.protocols.acp.v2.peer import AcpPeer
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
     JsonRpcError,
     JsonRpcPeer,
     NotificationHandler,
@@ -36,6 +39,7 @@ from awaken_stdio.protocols.lifecycle import Lifecycle
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App, Settings
     from awaken_stdio.protocols.acp.server import AcpServer
+    from awaken_stdio.protocols.acp.v2.connection import V2Connection
 
 __all__ = ["AcpFront", "run"]
 
@@ -68,7 +72,7 @@ def run(startup: Startup, unread: bytes, ended: bool, answered: Initialized | No
 async def _serve(startup: Startup, unread: bytes, ended: bool, answered: Initialized | None) -> int:
     from awaken_stdio.protocols.stdio import open_stdio
 
-    peer = JsonRpcPeer(watch_parent=True)
+    peer = AcpPeer(watch_parent=True)
     lifecycle = Lifecycle(peer)
     front = AcpFront(startup, peer, lifecycle)
     if answered is not None:
@@ -96,6 +100,7 @@ class AcpFront:
         self.client: dict[str, Any] = {}  # the clientCapabilities of the last initialize
         self.prompt_caps: dict[str, bool] = {}  # what the last initialize advertised
         self.server: AcpServer | None = None
+        self.v2: V2Connection | None = None  # set while the connection speaks v2 (negotiated by initialize)
         self.app = DeferredApp(
             startup.settings,
             failure=_could_not_start,
@@ -104,10 +109,10 @@ class AcpFront:
             timeout_s=_APP_OPEN_TIMEOUT_S,
         )
         peer.register("initialize", self.initialize)
-        for method, handler in REQUESTS.items():
-            peer.register(method, self._forward(handler))
-        for method, handler in NOTIFICATIONS.items():
-            peer.register_notification(method, self._forward_notification(handler))
+        for method in {**REQUESTS, **v2.REQUESTS}:
+            peer.register(method, self._forward(method))
+        for method in {**NOTIFICATIONS, **v2.NOTIFICATIONS}:
+            peer.register_notification(method, self._forward_notification(method))
 
     @asynccontextmanager
     async def _serving(self, app: App, settings: Settings) -> AsyncGenerator[None]:
@@ -116,6 +121,8 @@ class AcpFront:
 
         async with anyio.create_task_group() as tg:
             self.server = AcpServer(settings, app, tg, self.peer, self.client, self.prompt_caps)
+            if self.v2 is not None:
+                self.v2.server = self.server
             try:
                 yield
             finally:
@@ -126,16 +133,26 @@ class AcpFront:
         assert self.server is not None
         return self.server
 
-    def _forward(self, handler: str) -> RequestHandler:
+    def _forward(self, method: str) -> RequestHandler:
+        """The handler of ``method`` in the version this connection negotiated; -32601 where it has none."""
+
         async def forward(params: Params, ctx: RequestContext) -> Any:
-            return await getattr(await self._server(), handler)(params)
+            if self.v2 is not None and method in v2.REQUESTS:
+                return await getattr(self.v2, v2.REQUESTS[method])(await self._server(), params)
+            if self.v2 is not None or method not in REQUESTS:
+                raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            return await getattr(await self._server(), REQUESTS[method])(params)
 
         return forward
 
-    def _forward_notification(self, handler: str) -> NotificationHandler:
+    def _forward_notification(self, method: str) -> NotificationHandler:
         async def forward(params: Params, ctx: RequestContext) -> None:
-            if self.server is not None:  # before the agent loads, no session exists to act on
-                await getattr(self.server, handler)(params)
+            if self.server is None:  # before the agent loads, no session exists to act on
+                return
+            if self.v2 is not None and method in v2.NOTIFICATIONS:
+                await getattr(self.v2, v2.NOTIFICATIONS[method])(self.server, params)
+            elif self.v2 is None and method in NOTIFICATIONS:
+                await getattr(self.server, NOTIFICATIONS[method])(params)
 
         return forward
 
@@ -150,9 +167,24 @@ class AcpFront:
         """What an ``initialize`` negotiated, here or before the event loop; the app is wanted from now on."""
         self.client = answered.client
         self.prompt_caps = answered.prompt_caps
+        self._speak(answered.version)
         if self.server is not None:
             self.server.adopt_client(self.client, self.prompt_caps)
         self.app.wanted()
+
+    def _speak(self, version: int) -> None:
+        """Serve the negotiated version from now on: v2's methods, updates and batches, or v1's."""
+        peer = self.peer
+        if version == v2.VERSION and isinstance(peer, AcpPeer):
+            from awaken_stdio.protocols.acp.v2.connection import V2Connection
+
+            self.v2 = V2Connection(peer)
+            self.v2.server = self.server
+        else:
+            self.v2 = None
+        if isinstance(peer, AcpPeer):
+            peer.dialect = self.v2
+        peer.batches = self.v2 is not None
 
 
 def _could_not_start(problem: str | None) -> JsonRpcError:

@@ -21,6 +21,7 @@ from typing import Any
 from awaken_stdio.app.config_file import ConfigFile
 from awaken_stdio.app.startup import Startup, loaded_heavy_modules, model_problem, prompt_capabilities, server_info
 from awaken_stdio.protocols.acp.codes import AUTH_METHOD, PROTOCOL_VERSION
+from awaken_stdio.protocols.acp.v2.initialize import asks_v2, initialize_v2
 from awaken_stdio.protocols.early import answer_first_request
 
 __all__ = ["Initialized", "client_capabilities", "initialize", "serve"]
@@ -37,6 +38,7 @@ class Initialized:
     result: dict[str, Any]
     client: dict[str, Any]  # the request's clientCapabilities
     prompt_caps: dict[str, bool]  # the promptCapabilities the result advertised
+    version: int = PROTOCOL_VERSION  # the protocol version negotiated (2 only when the client asked for it)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -59,6 +61,10 @@ def initialize(
     ``None`` only when ``validate`` is false and the params need pydantic's validation (the early path leaves them to
     the peer); a validation error is raised, to be answered with -32602.
     """
+    if asks_v2(params):
+        assert isinstance(params, dict)
+        v2 = initialize_v2(params, file, validate=validate)
+        return Initialized(*v2, version=2) if v2 is not None else None
     client = client_capabilities(params, validate=validate)
     if client is None:
         return None

@@ -373,12 +373,19 @@ class AcpServer:
         return session.services
 
     async def prompt(self, params: Any) -> dict[str, Any]:
+        session, blocks = self.take_prompt(params)
+        return {"stopReason": await self.run_turn(session, blocks)}
+
+    def take_prompt(self, params: Any) -> tuple[Session, list[Any]]:
+        """A prompt's open session and content, checked (-32602, -32002) before the prompt is accepted."""
         p = PromptParams.model_validate(params)
-        session = self._session(p.session_id)
-        blocks = prompt_to_blocks(p.prompt, self.prompt_caps)
+        return self._session(p.session_id), prompt_to_blocks(p.prompt, self.prompt_caps)
+
+    async def run_turn(self, session: Session, blocks: list[Any] | None, message_id: str | None = None) -> str:
+        """The turn of a prompt (``Turns.answer``), after what did not load is told; its stop reason."""
         app = self.app
         await self._tell_loading_problems(app, session)
-        return {"stopReason": await self.turns.answer(app, session, blocks)}
+        return await self.turns.answer(app, session, blocks, message_id)
 
     async def _tell_loading_problems(self, app: App, session: Session) -> None:
         """What did not load (a tool module that failed or hangs, an MCP server that failed or is silent), told to

@@ -80,6 +80,7 @@ class Turn:
     ask: Ask | None = None
     to_ask: tuple[str, list[Any]] | None = None  # a suspended run's calls, asked once the mailbox holds it waiting
     answered: bool = False  # its prompt was answered (cancelled) before it ended: nothing more goes to the client
+    message_id: str | None = None  # the id its prompt's message is stored with, when the client was told one
 
 
 @dataclass(slots=True, eq=False)

@@ -11,6 +11,7 @@ which ``AcpServer`` is; this module never imports the server.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
@@ -69,10 +70,11 @@ class _Answer:
     """A prompt's answer: its turn's stop reason or error once ``done``; ``scope`` is its wait, whose deadline a
     cancel brings forward, ``work`` the turn's; ``gone`` once answered (a turn not started by then never starts)."""
 
-    __slots__ = ("done", "epoch", "error", "gone", "reason", "scope", "turn", "work")
+    __slots__ = ("done", "epoch", "error", "gone", "message_id", "reason", "scope", "turn", "work")
 
-    def __init__(self, epoch: int) -> None:
+    def __init__(self, epoch: int, message_id: str | None = None) -> None:
         self.epoch = epoch  # the session's cancel epoch when the prompt came: a cancel since means it never runs
+        self.message_id = message_id  # the id the prompt's message gets (v2 tells it when the prompt is accepted)
         self.done = anyio.Event()
         self.scope = anyio.CancelScope()
         self.work = anyio.CancelScope()
@@ -100,14 +102,15 @@ class Turns:
         self.host = host
         self._answers: dict[str, list[_Answer]] = {}  # session id -> its prompts not yet answered
 
-    async def answer(self, app: App, session: Session, blocks: list[Any]) -> str:
-        """Take the prompt once the session's previous turn is over; the stop reason.
+    async def answer(self, app: App, session: Session, blocks: list[Any] | None, message_id: str | None = None) -> str:
+        """Take the prompt once the session's previous turn is over; the stop reason. ``None`` blocks: a turn that
+        only re-offers the approvals left waiting (v2 asks at ``session/resume``, not at the next prompt).
 
         The turn runs in the connection's background, holding the session (``_hold``), so that a cancel is answered
         even when the run cannot stop yet (its store stalled by another process's lock or a frozen disk): the prompt
         is answered ``cancelled`` once the turn is over or ``CANCEL_GRACE_S`` after the cancel, whichever is first.
         The run then stops at its next safe point and stores what it has; nothing of it follows the answer."""
-        answer = _Answer(session.cancel_epoch)
+        answer = _Answer(session.cancel_epoch, message_id)
         waiting = self._answers.setdefault(session.id, [])
         waiting.append(answer)
         self.host.background(lambda: self._hold(app, session, blocks, answer))
@@ -130,14 +133,14 @@ class Turns:
             raise answer.error
         return answer.reason
 
-    async def _hold(self, app: App, session: Session, blocks: list[Any], answer: _Answer) -> None:
+    async def _hold(self, app: App, session: Session, blocks: list[Any] | None, answer: _Answer) -> None:
         """The turn of ``answer``, once the session's previous turn is over; its outcome goes to ``answer``."""
         try:
             with answer.work:
                 async with session.lock:  # a second prompt waits for the first: turns never interleave
                     if session.cancel_epoch != answer.epoch or answer.gone:
                         return
-                    turn = answer.turn = session.turn = Turn()
+                    turn = answer.turn = session.turn = Turn(message_id=answer.message_id)
                     try:
                         answer.reason = await self._turn(app, session, turn, blocks)
                     except Exception as exc:
@@ -147,7 +150,7 @@ class Turns:
         finally:
             answer.done.set()
 
-    async def _turn(self, app: App, session: Session, turn: Turn, blocks: list[Any]) -> str:
+    async def _turn(self, app: App, session: Session, turn: Turn, blocks: list[Any] | None) -> str:
         failure: Exception | None = None
         reason = "end_turn"
         async with anyio.create_task_group() as tasks:  # the questions asked while a run of this turn waits
@@ -165,12 +168,14 @@ class Turns:
             raise _turn_error(failure) from failure
         return reason
 
-    async def _turn_steps(self, app: App, session: Session, turn: Turn, blocks: list[Any]) -> str:
+    async def _turn_steps(self, app: App, session: Session, turn: Turn, blocks: list[Any] | None) -> str:
         with turn.scope:
             if not await self._offer_pending(app, session, turn):
                 return "end_turn"  # the editor could not ask: the person was told how to decide elsewhere
         if turn.cancelled:
             return "cancelled"
+        if blocks is None:
+            return "end_turn"
         command = commands.parse_command(blocks)
         if command is not None:
             await self.host.command(app, session, *command)
@@ -178,7 +183,10 @@ class Turns:
         from awaken_stdio.contract.messages import Message
 
         turn.run_id = new_id()
-        activation = self._context(session, [Message.user(blocks)], run_id=turn.run_id, run_id_is_new=True)
+        message = Message.user(blocks)
+        if turn.message_id is not None:
+            message = dataclasses.replace(message, id=turn.message_id)
+        activation = self._context(session, [message], run_id=turn.run_id, run_id_is_new=True)
         # through the mailbox: the run holds its thread's claim, so a decision from any surface of any process (the
         # CLI, an MCP client) resumes it here, exactly once; a run of this thread resumed elsewhere (after a restart,
         # by such a decision) is waited for, as a second prompt waits for the first
