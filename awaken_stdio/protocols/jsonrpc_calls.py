@@ -11,23 +11,35 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
 from awaken_stdio.protocols.jsonrpc_wire import ConnectionClosedError, JsonRpcError, RequestId
 
-if TYPE_CHECKING:
-    from awaken_stdio.protocols.jsonrpc import JsonRpcPeer
+__all__ = ["Batch", "Caller", "Pending", "RequestContext"]
 
-__all__ = ["Batch", "Pending", "RequestContext"]
+
+class Caller(Protocol):
+    """What a handler may do with the connection it serves (``JsonRpcPeer``): ask the other side, or tell it."""
+
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | list[Any] | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - as JsonRpcPeer.request
+        cancel_method: str | None = None,
+    ) -> Any: ...
+
+    async def notify(self, method: str, params: dict[str, Any] | list[Any] | None = None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """What a handler knows about the message it serves; ``request_id`` is None for a notification."""
 
-    peer: JsonRpcPeer
+    peer: Caller
     method: str
     request_id: RequestId | None
 
