@@ -349,11 +349,17 @@ UNKNOWN_HINT = (
 
 
 async def _decide(args: argparse.Namespace, app: App, approve: bool) -> int:
-    from awaken_stdio.contract.errors import DecisionTargetNotFound, OutcomeUnknown, RunError
+    from awaken_stdio.contract.errors import DecisionTargetNotFound, InvalidResume, OutcomeUnknown, RunError
     from awaken_stdio.contract.suspension import ToolCallResume
 
     run = await app.waiting_run(args.id)  # says who decided it, when a decision did
     pending = run.waiting.tickets if run.waiting else ()
+    if not pending:  # e.g. an MCP client's model answers its next turn: nobody here has anything to decide
+        why = run.waiting.message if run.waiting and run.waiting.message else "nothing a person decides"
+        raise InvalidResume(
+            f"run {args.id} waits for no tool call ({why}); its client goes on with it, "
+            f"or `awaken-stdio runs cancel {args.id}` ends it"
+        )
     tickets = [t for t in pending if args.call in (None, t.tool_call_id, t.ticket_id)]
     if not tickets:
         raise DecisionTargetNotFound(str(args.call))

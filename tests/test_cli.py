@@ -130,6 +130,28 @@ async def test_runs_reject_and_cancel_answer_waiting_runs(tmp_path: Path) -> Non
 
 
 @pytest.mark.anyio
+async def test_approving_a_run_that_waits_for_no_call_says_what_it_waits_for(tmp_path: Path) -> None:
+    """A run waiting for its MCP client's model (a 2026-07-28 round) has nothing to approve: the CLI says so and how
+    to end it, instead of "no such call: None"."""
+    from awaken_stdio.contract.errors import ModelAnswerPending
+    from awaken_stdio.providers.scripted import FunctionModel
+
+    def asks(request: object, turn: int) -> dict[str, str]:
+        raise ModelAnswerPending("waiting for the MCP client's model to answer")
+
+    url = f"sqlite:///{tmp_path}/awaken.db"
+    async with open_store(url) as store:
+        runtime = AgentRuntime(agents=[AgentSpec("a", model="m")], models={"m": FunctionModel(asks)}, store=store)
+        waiting = await runtime.run_to_completion(RunActivation([Message.user("hi")]))
+    assert waiting.status == "waiting"
+
+    out = cli("runs", "approve", waiting.run_id, "--store", url)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "waits for no tool call (waiting for the MCP client's model to answer)" in out.stderr
+    assert f"awaken-stdio runs cancel {waiting.run_id}" in out.stderr
+
+
+@pytest.mark.anyio
 async def test_runs_show_prints_what_approving_would_do(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/awaken.db"
     (tmp_path / "x.txt").write_text("old\n")
