@@ -322,12 +322,12 @@ def launch_gate(launch: Launch, sandbox: Path, timeout: float = LAUNCH_TIMEOUT) 
     agent = Agent(launch.command, sandbox, sandbox_env(home, model=False))
     answer = agent.request("initialize", _INITIALIZE, timeout)
     took = time.monotonic() - started
-    code = agent.close()
-    problems = (
-        [] if answer and "result" in answer else [f"no initialize answer within {timeout:g} s: {agent.stderr_tail()}"]
-    )
+    code = agent.close(grace=LAUNCH_TIMEOUT)  # the registry's launch check waits as long for an exit
+    problems = [] if answer and "result" in answer else [f"no initialize answer within {timeout:g} s"]
     if code != 0:
-        problems.append(f"on EOF it exited {code}, not 0")
+        problems.append(f"on EOF it exited {code}, not 0 within {LAUNCH_TIMEOUT:g} s")
+    if problems:
+        problems.append(agent.stderr_tail())
     return _gate("launch (verify_agents.py)", problems, f"initialize answered after {took:.1f} s")
 
 
