@@ -290,27 +290,31 @@ def _status(answer: dict[str, Any] | None) -> str:
 
 def auth_types(initialize: dict[str, Any]) -> list[str]:
     """The auth method types as the registry's ``client.py`` infers them."""
-    types: list[str] = []
-    for method in initialize.get("authMethods", []):
-        meta = method.get("_meta") if isinstance(method.get("_meta"), dict) else {}
-        inferred = "terminal" if "terminal-auth" in meta else "agent"
-        types.append(method.get("type") or inferred)
-    return types
+    return [_auth_type(method) for method in initialize.get("authMethods", [])]
+
+
+def _auth_type(method: dict[str, Any]) -> str:
+    meta = method.get("_meta") if isinstance(method.get("_meta"), dict) else {}
+    return method.get("type") or ("terminal" if "terminal-auth" in meta else "agent")
+
+
+def _terminal_args(method: dict[str, Any]) -> list[str]:
+    """The args a terminal method starts the agent with: its own, or (the older form) in ``_meta.terminal-auth``."""
+    meta = method.get("_meta") if isinstance(method.get("_meta"), dict) else {}
+    legacy = meta.get("terminal-auth") if isinstance(meta.get("terminal-auth"), dict) else {}
+    return list(method.get("args") or legacy.get("args") or [])
 
 
 def _terminal_args_problems(initialize: dict[str, Any], launch: Launch, cwd: Path, env: dict[str, str]) -> list[str]:
     """A terminal method's ``args`` replace the agent's: ``<cmd> <args> --help`` must be a command we accept."""
     problems: list[str] = []
     for method in initialize.get("authMethods", []):
-        if (method.get("type") or "") != "terminal":
+        if _auth_type(method) != "terminal":
             continue
-        run = subprocess.run(
-            [*launch.program, *method.get("args", []), "--help"], cwd=cwd, env=env, capture_output=True, timeout=30
-        )
-        if run.returncode != 0:
-            problems.append(
-                f"terminal auth {method.get('id')}: {' '.join(method.get('args', []))} --help exited {run.returncode}"
-            )
+        args = _terminal_args(method)
+        run = subprocess.run([*launch.program, *args, "--help"], cwd=cwd, env=env, capture_output=True, timeout=30)
+        if not args or run.returncode != 0:
+            problems.append(f"terminal auth {method.get('id')}: `{' '.join(args)} --help` exited {run.returncode}")
     return problems
 
 
@@ -322,12 +326,12 @@ def launch_gate(launch: Launch, sandbox: Path, timeout: float = LAUNCH_TIMEOUT) 
     agent = Agent(launch.command, sandbox, sandbox_env(home, model=False))
     answer = agent.request("initialize", _INITIALIZE, timeout)
     took = time.monotonic() - started
-    code = agent.close()
-    problems = (
-        [] if answer and "result" in answer else [f"no initialize answer within {timeout:g} s: {agent.stderr_tail()}"]
-    )
+    code = agent.close(grace=LAUNCH_TIMEOUT)  # the registry's launch check waits as long for an exit
+    problems = [] if answer and "result" in answer else [f"no initialize answer within {timeout:g} s"]
     if code != 0:
-        problems.append(f"on EOF it exited {code}, not 0")
+        problems.append(f"on EOF it exited {code}, not 0 within {LAUNCH_TIMEOUT:g} s")
+    if problems:
+        problems.append(agent.stderr_tail())
     return _gate("launch (verify_agents.py)", problems, f"initialize answered after {took:.1f} s")
 
 

@@ -7,6 +7,7 @@ agent is this tree's ``python -m awaken_stdio``, so the suite needs neither netw
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -111,3 +112,20 @@ def test_every_protocol_gate_ran(protocol_results: dict[str, Any]) -> None:
 def test_the_agent_passes_the_registry_protocol_gate(protocol_results: dict[str, Any], name: str) -> None:
     gate = protocol_results[name]
     assert gate.problems == ()
+
+
+@pytest.mark.parametrize(
+    ("method", "problem"),
+    [
+        ({"id": "login", "type": "terminal", "args": ["runs", "list"]}, None),
+        ({"id": "login", "_meta": {"terminal-auth": {"args": ["runs", "list"]}}}, None),
+        ({"id": "login", "type": "terminal", "args": ["no-such-command"]}, "terminal auth login: `no-such-command"),
+        ({"id": "login", "type": "terminal"}, "terminal auth login: ` --help`"),
+    ],
+)
+def test_a_terminal_auth_method_must_start_a_command_we_accept(
+    tmp_path: Path, method: dict[str, Any], problem: str | None
+) -> None:
+    launch = gates.Launch((sys.executable, "-m", "awaken_stdio"), gates.agent_args())
+    problems = gates._terminal_args_problems({"authMethods": [method]}, launch, tmp_path, dict(os.environ))
+    assert [p.startswith(problem) for p in problems] == ([] if problem is None else [True]), problems
