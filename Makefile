@@ -52,4 +52,4 @@ conformance: $(PY)
 # What the ACP and MCP registries check before listing us (icon, manifests, versions, a cold `uvx` launch, the auth
 # check, the protocol matrix), run against a wheel built once from the sdist. Needs uv (in the `dev` extra) and PyPI.
 registry-gates: $(PY)
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) scripts/registry_gates.py
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) scripts/registry_gates.py $(GATES_ARGS)
