@@ -56,6 +56,7 @@ class V2Client:
         self.form_answer: dict[str, Any] = {"action": "decline"}  # the answer to ``elicitation/create``
         self.batches = 0  # arrays the agent sent (its answers to our batches)
         self._ids = 0
+        self._idles: int | None = None  # idle states seen when the last prompt was sent
         self._methods: dict[int, str] = {}
         self._changed = anyio.Event()
 
@@ -140,13 +141,18 @@ class V2Client:
         return (await self.request("session/new", {"cwd": str(cwd)}))["result"]["sessionId"]
 
     async def prompt(self, sid: str, text: str) -> str:
-        """Send a prompt; its message id (the receipt's)."""
+        """Send a prompt; its message id (the receipt's). ``idle`` then waits for the first idle after it."""
+        self._idles = self._count_idles()
         answer = await self.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
         return answer["result"]["_meta"]["messageId"]
 
+    def _count_idles(self) -> int:
+        return len([s for s in self.states() if s[0] == "idle"])
+
     async def idle(self, timeout: float = 20) -> tuple[str, str | None]:
-        """Wait for the next ``idle`` state after those seen so far; it and its stop reason."""
-        seen = len([s for s in self.states() if s[0] == "idle"])
+        """Wait for the first ``idle`` state after the last prompt was sent (or after those seen so far)."""
+        seen = self._count_idles() if self._idles is None else self._idles
+        self._idles = None
         with anyio.fail_after(timeout):
             while len(idles := [s for s in self.states() if s[0] == "idle"]) <= seen:
                 self._changed = anyio.Event()
