@@ -8,7 +8,8 @@ negotiated. Any other first line is left to the peer, whose answer it always was
 a first one whose params need pydantic's validation, are answered by ``AcpFront`` with the same :func:`initialize`.
 
 What the answer says is read from the raw config: whether the default agent's model is usable (``authMethods``) and
-what it accepts (``promptCapabilities``).
+what it accepts (``promptCapabilities``). A request for version 2 in v2's shape gets v2's answer (``v2/initialize.py``)
+and the connection speaks v2 from then on; every other request gets v1's, as always.
 """
 
 from __future__ import annotations

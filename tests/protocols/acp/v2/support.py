@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,8 @@ class V2Client:
         self.form_answer: dict[str, Any] = {"action": "decline"}  # the answer to ``elicitation/create``
         self.batches = 0  # arrays the agent sent (its answers to our batches)
         self._ids = 0
-        self._methods: dict[int, str] = {}
+        self._idles: int | None = None  # idle states seen when the last prompt was sent
+        self._methods: dict[Any, str] = {}
         self._changed = anyio.Event()
 
     async def send(self, message: Any) -> None:
@@ -71,7 +72,7 @@ class V2Client:
         answer = await self.wait_for(lambda m: m.get("id") == rid and "method" not in m, timeout)
         return answer
 
-    async def wait_for(self, match: Any, timeout: float = 20) -> dict[str, Any]:
+    async def wait_for(self, match: Callable[[dict[str, Any]], bool], timeout: float = 20) -> dict[str, Any]:
         with anyio.fail_after(timeout):
             while True:
                 for message in self.incoming:
@@ -126,8 +127,8 @@ class V2Client:
                 raise jsonschema.ValidationError(f"the agent sent an unexpected method {method}")
             elif "error" in message:
                 validate_def("Error", message["error"])
-            elif self._methods.get(message.get("id")) in RESPONSES:  # type: ignore[arg-type]
-                validate_def(RESPONSES[self._methods[message["id"]]], message["result"])
+            elif (asked := self._methods.get(message["id"])) in RESPONSES:
+                validate_def(RESPONSES[asked], message["result"])
         except jsonschema.ValidationError as exc:
             self.errors.append(f"{exc.message} in {json.dumps(message)[:400]}")
 
@@ -140,13 +141,18 @@ class V2Client:
         return (await self.request("session/new", {"cwd": str(cwd)}))["result"]["sessionId"]
 
     async def prompt(self, sid: str, text: str) -> str:
-        """Send a prompt; its message id (the receipt's)."""
+        """Send a prompt; its message id (the receipt's). ``idle`` then waits for the first idle after it."""
+        self._idles = self._count_idles()
         answer = await self.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
         return answer["result"]["_meta"]["messageId"]
 
+    def _count_idles(self) -> int:
+        return len([s for s in self.states() if s[0] == "idle"])
+
     async def idle(self, timeout: float = 20) -> tuple[str, str | None]:
-        """Wait for the next ``idle`` state after those seen so far; it and its stop reason."""
-        seen = len([s for s in self.states() if s[0] == "idle"])
+        """Wait for the first ``idle`` state after the last prompt was sent (or after those seen so far)."""
+        seen = self._count_idles() if self._idles is None else self._idles
+        self._idles = None
         with anyio.fail_after(timeout):
             while len(idles := [s for s in self.states() if s[0] == "idle"]) <= seen:
                 self._changed = anyio.Event()
@@ -158,7 +164,7 @@ class V2Client:
 
 
 @asynccontextmanager
-async def spawn_v2(command: list[str], cwd: Path, *, initialize: bool = True) -> AsyncIterator[V2Client]:
+async def spawn_v2(command: list[str], cwd: Path, *, initialize: bool = True) -> AsyncGenerator[V2Client]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")} | {"PYTHONPATH": str(ROOT)}
     async with await anyio.open_process(command, cwd=cwd, env=env, stderr=sys.stderr) as process:
         client = V2Client(process)

@@ -84,3 +84,12 @@ async def test_v2_serves_batches(harness: Harness) -> None:
         await client.send([])
         empty = await client.wait_for(lambda m: m.get("error", {}).get("message") == "Invalid Request: an empty batch")
         assert empty["id"] is None
+
+
+async def test_a_malformed_v2_initialize_is_invalid_params_and_the_agent_keeps_serving(harness: Harness) -> None:
+    async with spawn_v2(harness.command(), harness.workspace, initialize=False) as client:
+        bad = await client.request("initialize", {"protocolVersion": 2, "info": {"name": 7}})
+        assert bad["error"]["code"] == -32602 and "info" in bad["error"]["message"]
+        bad = await client.request("initialize", {"protocolVersion": 2, "info": {}, "capabilities": []})
+        assert bad["error"]["code"] == -32602
+        assert (await client.initialize())["result"]["protocolVersion"] == 2
