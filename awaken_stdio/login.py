@@ -30,21 +30,21 @@ def login(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO 
     from awaken_stdio.contract.errors import UsageError
     from awaken_stdio.providers.credentials import save_key
 
-    stdin = stdin or sys.stdin
-    out = out or sys.stdout
-    provider, variable = _provider(args, stdin, out)
+    source: TextIO = stdin if stdin is not None else sys.stdin
+    shown: TextIO = out if out is not None else sys.stdout
+    provider, variable = _provider(args, source, shown)
     label = PROVIDERS[provider][0] if provider in PROVIDERS else provider
-    key = _read_key(f"API key for {label} ({variable}; input hidden): ", stdin, out)
+    key = _read_key(f"API key for {label} ({variable}; input hidden): ", source, shown)
     if not key:
         raise UsageError("no API key was entered: nothing was saved")
     if any(c.isspace() for c in key):
         raise UsageError("an API key has no spaces: nothing was saved (paste the key alone)")
     where = save_key(variable, key, use_keyring=not getattr(args, "no_keyring", False))
-    print(f"Saved the key for {variable} in {where}.", file=out)
+    print(f"Saved the key for {variable} in {where}.", file=shown)
     print(
         "awaken-stdio uses it wherever that variable is unset (editors, `awaken-stdio chat`, `doctor`); "
         "`awaken-stdio logout` removes it.",
-        file=out,
+        file=shown,
     )
     return 0
 
@@ -53,12 +53,12 @@ def logout(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     """The ``logout`` command: every saved key removed (the environment's variables are left alone)."""
     from awaken_stdio.providers.credentials import forget_keys
 
-    out = out or sys.stdout
+    shown: TextIO = out if out is not None else sys.stdout
     removed = forget_keys()
     if removed:
-        print(f"Removed the saved keys for {', '.join(removed)}.", file=out)
+        print(f"Removed the saved keys for {', '.join(removed)}.", file=shown)
     else:
-        print("No key was saved: nothing to remove.", file=out)
+        print("No key was saved: nothing to remove.", file=shown)
     return 0
 
 
