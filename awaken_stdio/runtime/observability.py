@@ -211,11 +211,14 @@ def _trace_api() -> ModuleType | None:
     return trace
 
 
-@cache
 def _propagate() -> ModuleType | None:
-    """``opentelemetry.propagate`` (the globally configured propagators, W3C trace context and baggage by default)."""
-    if _trace_api() is None:
-        return None
+    """``opentelemetry.propagate`` (the globally configured propagators, W3C trace context and baggage by default),
+    or ``None`` without the ``otel`` extra."""
+    return _propagate_module() if _trace_api() is not None else None
+
+
+@cache
+def _propagate_module() -> ModuleType | None:
     try:
         from opentelemetry import propagate
     except ImportError:

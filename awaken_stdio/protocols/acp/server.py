@@ -258,7 +258,7 @@ class AcpServer:
             title=f"{source.title} (fork)" if source.title else None,
             mode=source.mode,
             model=source.model,
-            additional_directories=p.additional_directories or list(source.additional_directories),
+            additional_directories=p.additional_directories,  # the complete list, as the schema says (none: none)
             mcp_servers=_stored_servers(p.mcp_servers),
             system_prompt=prompt if prompt is not None else source.system_prompt,
         )
