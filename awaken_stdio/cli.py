@@ -487,6 +487,8 @@ def _completion(args: argparse.Namespace) -> int:
 
 
 def _serve_acp(args: argparse.Namespace) -> int:
+    if getattr(args, "auth", None) == "login":  # `acp login`: terminal authentication appended to the command
+        return _login(args)
     from awaken_stdio.protocols.acp.initialize import serve
 
     return serve(args)
@@ -504,6 +506,18 @@ def _chat(args: argparse.Namespace) -> int:
     return chat_main(args)
 
 
+def _login(args: argparse.Namespace) -> int:
+    from awaken_stdio.login import login
+
+    return login(args)
+
+
+def _logout(args: argparse.Namespace) -> int:
+    from awaken_stdio.login import logout
+
+    return logout(args)
+
+
 _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     ("acp", None): _serve_acp,
     ("mcp", None): _serve_mcp,
@@ -517,6 +531,8 @@ _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     ("sessions", "show"): _sessions_show,
     ("sessions", "delete"): _sessions_delete,
     ("tools", "list"): _tools_list,
+    ("login", None): _login,
+    ("logout", None): _logout,
     ("doctor", None): _doctor,
     ("config", "schema"): _config_schema,
     ("config", "example"): _config_example,

@@ -52,9 +52,11 @@ def build_parser(*, servers_only: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    sub.add_parser(
+    p = sub.add_parser(
         "acp", help="serve the Agent Client Protocol on stdin/stdout (what editors launch)", parents=[common]
     )
+    # `acp login`: an editor's terminal authentication that appends the method's args to the agent's command
+    p.add_argument("auth", nargs="?", choices=["login"], help=argparse.SUPPRESS)
     p = sub.add_parser(
         "mcp", help="serve the Model Context Protocol on stdin/stdout (what MCP clients launch)", parents=[common]
     )
@@ -118,6 +120,13 @@ def _add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p = tools.add_parser("list", help="list registered tools", parents=[common])
     p.add_argument("--json", action="store_true", help="print a JSON array")
+
+    p = sub.add_parser(
+        "login", help="choose a model provider and save its API key (OS keyring or a private file)", parents=[common]
+    )
+    p.add_argument("--provider", choices=["anthropic", "openai"], help="the provider (default: asked)")
+    p.add_argument("--no-keyring", action="store_true", help="save in the private file even when a keyring is usable")
+    sub.add_parser("logout", help="remove the API keys `login` saved", parents=[common])
 
     sub.add_parser("doctor", help="check the config, the store, each model and each MCP server", parents=[common])
     config = sub.add_parser("config", help="the configuration file format", parents=[common]).add_subparsers(

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, int, tuple[str, ...]]] = [
     ("runtime", 2, ("runtime",)),
     ("app", 3, ("app",)),
     ("protocols", 4, ("protocols",)),
-    ("cli", 5, ("cli", "cli_parser", "doctor", "logs", "chat", "__main__")),
+    ("cli", 5, ("cli", "cli_parser", "doctor", "logs", "login", "chat", "__main__")),
 ]
 _BY_TOP = {top: (name, rank) for name, rank, tops in LAYERS for top in tops}
 

@@ -261,9 +261,9 @@ class App:
         """What a run of ``session_id`` resumes with (``cwd``, ``services``, ``tools``), for its duration.
 
         The live session's context when one is open in this process; else rebuilt from the session record: its
-        roots, its mode and its MCP servers started from their recorded specs (closed again afterwards). A server
-        that cannot start is named in the failed result of each ``wanted`` call (the pending tool names) that
-        would have used it.
+        roots, its mode, its client's system prompt and its MCP servers started from their recorded specs (closed
+        again afterwards). A server that cannot start is named in the failed result of each ``wanted`` call (the
+        pending tool names) that would have used it.
         """
         await self.loading.settle()
         host = self.session_hosts.get(session_id) if session_id else None
@@ -274,11 +274,14 @@ class App:
         if session is None:
             yield {"cwd": cwd} if cwd else {}
             return
+        from awaken_stdio.contract.activation import SystemPrompt
         from awaken_stdio.runtime.permission import MODE_SERVICE
         from awaken_stdio.tools.workspace import ADDITIONAL_DIRECTORIES
 
         services = {ADDITIONAL_DIRECTORIES: list(session.additional_directories), MODE_SERVICE: session.mode}
         extras: dict[str, Any] = {"cwd": cwd or session.cwd, "services": services}
+        if session.system_prompt:
+            extras["system_prompt"] = SystemPrompt.of(session.system_prompt)
         if not session.mcp_servers:
             yield extras
             return

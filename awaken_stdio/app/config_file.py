@@ -128,7 +128,10 @@ def missing_agent(file: ConfigFile) -> str | None:
         return None
     models = file.data.get("models")
     if file.path is None:
-        return "no model is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or write a config file with [models]"
+        return (
+            "no model is configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, run `awaken-stdio login`, or write a "
+            "config file with [models]"
+        )
     if not isinstance(models, dict) or not models:
         return f"no model is configured: add [models.<id>] to {file.path} (awaken-stdio config example shows one)"
     names = " and ".join(repr(m) for m in models)
@@ -139,13 +142,23 @@ def missing_agent(file: ConfigFile) -> str | None:
 
 
 def default_config_data(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """No config file: one agent ``default`` whose model comes from the environment (none if no key is set)."""
+    """No config file: one agent ``default`` whose model comes from the environment, or from the key ``awaken-stdio
+    login`` saved (none if no key is set)."""
     env = os.environ if env is None else env
-    if env.get("ANTHROPIC_API_KEY"):
+    saved: set[str] = set()
+    if env is os.environ:  # the keys `awaken-stdio login` saved count as set
+        from awaken_stdio.providers.credentials import saved_variables
+
+        saved = saved_variables()
+
+    def has(variable: str) -> bool:
+        return bool(env.get(variable)) or variable in saved
+
+    if has("ANTHROPIC_API_KEY"):
         model = {"provider": "anthropic", "model": "claude-sonnet-4-6", "api_key_env": "ANTHROPIC_API_KEY"}
-    elif env.get("OPENAI_BASE_URL") and env.get("OPENAI_API_KEY"):  # the server's only model: no model set
+    elif env.get("OPENAI_BASE_URL") and has("OPENAI_API_KEY"):  # the server's only model: no model set
         model = {"provider": "openai", "base_url": env["OPENAI_BASE_URL"], "api_key_env": "OPENAI_API_KEY"}
-    elif env.get("OPENAI_API_KEY"):
+    elif has("OPENAI_API_KEY"):
         model = {"provider": "openai", "model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY"}
     else:
         return {}

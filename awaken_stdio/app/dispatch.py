@@ -592,7 +592,11 @@ class MailboxService:
 
 def _context_of(activation: RunActivation) -> dict[str, Any]:
     """The parts of a holder's activation a resume runs with: its working directory, services and per-run tools."""
-    extras: dict[str, Any] = {"services": activation.services, "tools": activation.tools}
+    extras: dict[str, Any] = {
+        "services": activation.services,
+        "tools": activation.tools,
+        "system_prompt": activation.system_prompt,
+    }
     if activation.cwd:
         extras["cwd"] = activation.cwd
     return extras

@@ -1,7 +1,8 @@
 """Sessions as the surfaces see them: a record (working directory, agent, model, mode, MCP servers) and its thread.
 
 The protocol servers and the CLI go through here rather than the store, so a session's pieces stay together:
-deleting one takes its thread (messages, runs, state) along; its history and runs are its thread's.
+deleting one takes its thread (messages, runs, state) along; its history and runs are its thread's; forking one copies
+its thread.
 """
 
 from __future__ import annotations
@@ -40,6 +41,53 @@ class Sessions:
     ) -> Page[RunRecord]:
         """The runs of the session's thread (of ``statuses``, when given), newest first."""
         return await self.store.list_runs(thread_id=record.thread_id, statuses=statuses, limit=limit)
+
+    async def fork(self, source: SessionRecord, record: SessionRecord, *, up_to: str | None = None) -> None:
+        """Save ``record`` as a fork of ``source``: a new thread holding a copy of the source's messages (up to and
+        including the message ``up_to``, else all, with the thread's state), independent of it afterwards.
+
+        One checkpoint writes the copy, with a finished run record saying where it came from (the store appends
+        messages only with a run). ``LookupError`` when ``up_to`` is not a message of the source; nothing is saved.
+        """
+        from awaken_stdio.contract.ids import new_id
+        from awaken_stdio.contract.lifecycle import TerminationReason
+        from awaken_stdio.contract.stores import Checkpoint, RunRecord, ThreadRecord
+
+        loaded = await self.store.load_thread(source.thread_id)
+        messages = list(loaded.messages) if loaded is not None else []
+        state = loaded.state if loaded is not None else None
+        if up_to is not None:
+            end = next((i for i, m in enumerate(messages) if m.id == up_to), None)
+            if end is None:
+                raise LookupError(f"message {up_to} is not in session {source.session_id}")
+            if end + 1 < len(messages):
+                messages, state = messages[: end + 1], None  # the state belongs to the whole conversation
+        agent_id = (loaded.thread.agent_id if loaded is not None else None) or record.agent_id or ""
+        origin = {"session_id": source.session_id, "thread_id": source.thread_id}
+        if up_to is not None:
+            origin["message_id"] = up_to
+        thread = ThreadRecord(
+            record.thread_id,
+            title=record.title,
+            agent_id=agent_id or None,
+            parent_thread_id=source.thread_id,
+            metadata={"forked_from": origin},
+        )
+        await self.store.save_thread(thread)
+        if messages:
+            run = RunRecord(
+                new_id(),
+                record.thread_id,
+                agent_id or record.agent_id or "",
+                status="done",
+                session_id=record.session_id,
+                origin=record.origin,
+                cwd=record.cwd,
+                termination=TerminationReason.natural(),
+                status_reason=f"forked from session {source.session_id}",
+            )
+            await self.store.checkpoint(Checkpoint(record.thread_id, 0, messages, run, state))
+        await self.store.save_session(record)
 
     async def delete(self, session_id: str) -> SessionRecord | None:
         """Delete the session and its thread; the deleted record, or ``None`` for an unknown session."""

@@ -109,7 +109,10 @@ def model_problem(file: ConfigFile) -> str | None:
         return None
     variable = model.get("api_key_env") or _KEY_VARIABLES.get(model.get("provider", ""))
     if variable and not os.environ.get(variable):
-        return f"model {model_id!r} needs an API key: set {variable}"
+        from awaken_stdio.providers.credentials import saved_variables
+
+        if variable not in saved_variables():
+            return f"model {model_id!r} needs an API key: set {variable}, or run `awaken-stdio login` in a terminal"
     return None
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from awaken_stdio.contract.errors import UsageError
 from awaken_stdio.contract.events import AgentEvent
@@ -16,9 +16,33 @@ from awaken_stdio.contract.stores import DisplayStatus, ThreadForRun, WaitingTic
 from awaken_stdio.contract.suspension import Decisions
 from awaken_stdio.contract.tools import Tool, ToolDescriptor
 
-__all__ = ["AgentRunResult", "EventSink", "RunActivation"]
+__all__ = ["AgentRunResult", "EventSink", "RunActivation", "SystemPrompt"]
 
 EventSink = Callable[[AgentEvent], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class SystemPrompt:
+    """A client's instructions for a session's runs (ACP ``systemPrompt``): ``append`` puts them after the agent's
+    own system prompt, ``override`` uses them instead of it."""
+
+    mode: Literal["append", "override"]
+    text: str
+
+    def apply(self, own: str) -> str:
+        """The system prompt a run of an agent whose own is ``own`` sends."""
+        if self.mode == "override":
+            return self.text
+        return f"{own}\n\n{self.text}" if own else self.text
+
+    @staticmethod
+    def of(stored: Mapping[str, Any] | None) -> SystemPrompt | None:
+        """From the ACP form a session record keeps (``{"mode", "content": [text blocks]}``); ``None`` without."""
+        if not stored:
+            return None
+        texts = [b.get("text", "") for b in stored.get("content") or () if isinstance(b, dict)]
+        mode = "override" if stored.get("mode") == "override" else "append"
+        return SystemPrompt(mode, "\n\n".join(t for t in texts if isinstance(t, str)))
 
 
 @dataclass(slots=True)
@@ -50,6 +74,7 @@ class RunActivation:
     wait_for_decisions: bool = False
     settle: DispatchSettle | None = None  # the dispatch executing it, settled with the checkpoint that ends it
     loaded: ThreadForRun | None = None  # the thread as the claim of that dispatch read it: not read again
+    system_prompt: SystemPrompt | None = None  # the session client's instructions, composed with the agent's own
 
     def validate(self) -> None:
         for m in self.messages:

@@ -294,6 +294,8 @@ class SessionRecord:
     origin: str = "acp"
     created_at: int = field(default_factory=now_ms)
     updated_at: int = field(default_factory=now_ms)
+    # the client's instructions for its runs, as ACP gave them: {"mode": "append" | "override", "content": [blocks]}
+    system_prompt: dict[str, Any] | None = None
 
 
 PermissionBehavior = Literal["allow", "deny"]

@@ -62,8 +62,11 @@ def install_hint(provider: str, exc: ImportError) -> ConfigError:
 
 
 def api_key(env: Mapping[str, str], name: str, *, optional: bool) -> str:
-    """The key from ``env[name]``; ``optional`` (a custom base_url, no key variable configured) allows none."""
-    key = env.get(name, "").strip()
+    """The key from ``env[name]`` (else the one ``awaken-stdio login`` saved for it); ``optional`` (a custom base_url,
+    no key variable configured) allows none."""
+    from awaken_stdio.providers.credentials import env_key
+
+    key = env_key(env, name)
     if key:
         return key
     if optional:

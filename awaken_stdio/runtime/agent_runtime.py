@@ -33,7 +33,13 @@ from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
 from awaken_stdio.contract.suspension import Decisions, ToolCallResume
 from awaken_stdio.contract.tools import CancelToken, Tool
-from awaken_stdio.runtime.compaction import CompactionPolicy, CompactionResult, Compactor, model_view
+from awaken_stdio.runtime.compaction import (
+    CompactionPolicy,
+    CompactionReport,
+    CompactionResult,
+    Compactor,
+    model_view,
+)
 from awaken_stdio.runtime.plugins import Plugin
 from awaken_stdio.runtime.resolve import ResolvedAgent, check_plugins, explain_unknown_key, resolve_agent
 from awaken_stdio.runtime.run.finish import cancel_stored, write_checkpoint
@@ -375,8 +381,11 @@ class AgentRuntime:
         spec = self.model_specs.get(model_id)
         return spec.pricing.cost(usage) if spec is not None and spec.pricing is not None else None
 
-    async def compact(self, thread_id: str, agent_id: str | None = None) -> CompactionResult:
-        """Summarise the thread's older messages now, whatever their size (ACP ``/compact``).
+    async def compact(
+        self, thread_id: str, agent_id: str | None = None, sink: EventSink | None = None
+    ) -> CompactionResult:
+        """Summarise the thread's older messages now, whatever their size (ACP ``/compact``); what it does is told
+        to ``sink`` (``CompactionReport``).
 
         The thread is claimed meanwhile, as by a run. The summary is appended to the durable log (nothing is
         deleted); messages another process appends during the summary call stay after its boundary, so they remain
@@ -390,7 +399,8 @@ class AgentRuntime:
             if loaded is None or not loaded.messages:
                 return CompactionResult(None, "the conversation is empty")
             agent = self.resolve(agent_id or _persisted_agent(loaded) or self.default_agent_id())
-            result = await self.compactor(agent).compact(model_view(loaded.messages))
+            report = CompactionReport(sink) if sink is not None else None
+            result = await self.compactor(agent).compact(model_view(loaded.messages), report)
             if result.summary is not None:
                 await self._append(thread_id, result.summary)
             return result

@@ -19,6 +19,11 @@ it covers in all (``assistant_turns``, earlier summaries' included). What the mo
 latest summary, then every other message logged after its boundary; a run loads exactly that. ACP ``session/load``
 replays the whole log, where the summary (internal, system) is not shown.
 
+What a compaction does is told in the run's event stream when it is given one (:class:`CompactionReport`):
+``ActivitySnapshot`` events of type ``compaction`` whose ``message_id`` is the compaction's id: ``in_progress`` when
+the summary model is called, each piece of the summary as it streams, then ``completed`` with the summary, or
+``failed`` with why it was not applied. ACP shows them as ``compaction_update`` and ``compaction_summary_chunk``.
+
 Summarisation is synchronous: the inference that needs the room waits for it. A background summary would race the
 messages appended meanwhile and make runs nondeterministic, for a saving of one model call's latency only when the
 window is nearly full.
@@ -28,16 +33,23 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, StreamAccumulator, TokenUsage
+import anyio
+
+from awaken_stdio.contract.events import ActivitySnapshot, AgentEvent
+from awaken_stdio.contract.ids import new_id
+from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, StreamAccumulator, TextChunk, TokenUsage
 from awaken_stdio.contract.messages import COMPACTION_KEY, Message, TextBlock, is_summary, model_turns
 
 __all__ = [
+    "COMPACTION_ACTIVITY",
     "MIN_REMOVED_TOKENS",
     "SUMMARY_SYSTEM",
     "CompactionPolicy",
+    "CompactionReport",
     "CompactionResult",
     "Compactor",
     "estimate_tokens",
@@ -48,6 +60,7 @@ __all__ = [
 ]
 
 MIN_REMOVED_TOKENS = 1024
+COMPACTION_ACTIVITY = "compaction"  # the ``activity_type`` of the events a :class:`CompactionReport` emits
 _RUNNING_TOTALS = 64  # conversations whose running token total a compactor keeps, most recently used first out
 _NON_TEXT_CHARS = 50
 _TOOL_RESULT_CHARS = 2000  # of each tool result in the transcript: file dumps add little to a summary
@@ -180,6 +193,46 @@ class CompactionResult:
         )
 
 
+class CompactionReport:
+    """Tells an event stream what one compaction does: ``ActivitySnapshot`` events of type ``compaction``, their
+    ``message_id`` the compaction's id (``cmp_...``) and their content one of ``{"status": "in_progress"}``,
+    ``{"chunk": text}`` (a piece of the summary as the model writes it), ``{"status": "completed", "summary":
+    text}`` or ``{"status": "failed", "error": why}``; each status event also has a ``message`` saying it in a
+    sentence. Nothing is told of a compaction skipped before the summary model was called."""
+
+    __slots__ = ("emit", "id", "started")
+
+    def __init__(self, emit: Callable[[AgentEvent], Awaitable[None]]) -> None:
+        self.emit = emit
+        self.id = new_id("cmp_")
+        self.started = False
+
+    async def _tell(self, content: dict[str, Any]) -> None:
+        await self.emit(ActivitySnapshot(self.id, COMPACTION_ACTIVITY, content, "chunk" not in content))
+
+    async def start(self) -> None:
+        self.started = True
+        await self._tell({"status": "in_progress", "message": "compacting the conversation"})
+
+    async def chunk(self, text: str) -> None:
+        if self.started and text:
+            await self._tell({"chunk": text})
+
+    async def finish(self, result: CompactionResult) -> None:
+        if not self.started:
+            return
+        if result.summary is None:
+            await self.fail(result.describe())
+            return
+        summary = _summary_text(result.summary)
+        await self._tell({"status": "completed", "summary": summary, "message": result.describe()})
+
+    async def fail(self, error: str, *, status: Literal["failed", "cancelled"] = "failed") -> None:
+        if self.started:
+            self.started = False
+            await self._tell({"status": status, "error": error, "message": error})
+
+
 class Compactor:
     """One agent's compaction: its policy, the model that writes summaries, and the context window it guards."""
 
@@ -224,8 +277,24 @@ class Compactor:
             self._totals.popitem(last=False)
         return total
 
-    async def compact(self, view: list[Message]) -> CompactionResult:
-        """Plan, summarise, and check the savings; the caller appends ``result.summary`` to the durable log."""
+    async def compact(self, view: list[Message], report: CompactionReport | None = None) -> CompactionResult:
+        """Plan, summarise, and check the savings; the caller appends ``result.summary`` to the durable log. What it
+        does is told to ``report``, when given, from the summary model's call on."""
+        if report is None:
+            return await self._compact(view, None)
+        try:
+            result = await self._compact(view, report)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await report.fail("The compaction was cancelled.", status="cancelled")
+            raise
+        except Exception as exc:
+            await report.fail(f"Compaction failed: {exc}" if str(exc) else "Compaction failed.")
+            raise
+        await report.finish(result)
+        return result
+
+    async def _compact(self, view: list[Message], report: CompactionReport | None) -> CompactionResult:
         before = estimate_tokens(view)
         cut = plan_cut(view, self.policy.keep_messages)
         if cut is None:
@@ -234,7 +303,9 @@ class Compactor:
         if removed < MIN_REMOVED_TOKENS:
             reason = f"the earlier turns hold about {removed:,} tokens, under {MIN_REMOVED_TOKENS:,}"
             return CompactionResult(None, reason, before)
-        text, usage = await self._summarise(view[:cut])
+        if report is not None:
+            await report.start()
+        text, usage = await self._summarise(view[:cut], report)
         if not text:
             return CompactionResult(None, "the model returned an empty summary", before, usage=usage)
         summarised = sum(1 for m in view[:cut] if not is_summary(m))
@@ -253,7 +324,9 @@ class Compactor:
             return CompactionResult(None, reason, before, after, usage=usage)
         return CompactionResult(summary, "", before, after, summarised, usage)
 
-    async def _summarise(self, messages: list[Message]) -> tuple[str, TokenUsage | None]:
+    async def _summarise(
+        self, messages: list[Message], report: CompactionReport | None = None
+    ) -> tuple[str, TokenUsage | None]:
         # The transcript goes as text in one user message: no tools are offered, and providers refuse tool calls in
         # a history without tool definitions.
         prompt = f"Summarise this conversation:\n\n<transcript>\n{_transcript(messages)}\n</transcript>"
@@ -267,6 +340,8 @@ class Compactor:
         acc = StreamAccumulator()
         async for chunk in self.executor.stream(request):
             acc.add(chunk)
+            if report is not None and type(chunk) is TextChunk:
+                await report.chunk(chunk.text)
         return acc.text.strip(), acc.usage
 
 

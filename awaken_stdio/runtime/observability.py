@@ -13,6 +13,12 @@ Spans are parented through explicit contexts kept per run id, never through the 
 loop runs hooks in tasks of their own, where an attached context would leak or vanish. A run whose inference fails
 ends without ``run_end`` today; its open spans end (as errors) through :meth:`ObservabilityPlugin.on_run_failed`
 when the loop calls it, else when the next run on the same thread starts.
+
+A run whose services hold a client's W3C trace context (:data:`TRACE_CONTEXT`, a :class:`TraceContext` made from
+the ``_meta`` of the request that started it: ``traceparent``, ``tracestate``, ``baggage``) gets its
+``invoke_agent`` span under that parent, and the context records the span, so the requests made on the run's
+behalf (ACP permission, file and terminal requests) carry it on. Without OpenTelemetry the received fields are
+passed on unchanged, and a request without them costs nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
 __all__ = [
+    "TRACE_CONTEXT",
     "AgentMetrics",
     "InMemorySink",
     "InferenceEvent",
@@ -45,6 +52,7 @@ __all__ = [
     "MetricsSink",
     "ObservabilityPlugin",
     "ToolEvent",
+    "TraceContext",
     "otel_from_env",
 ]
 
@@ -201,6 +209,61 @@ def _trace_api() -> ModuleType | None:
     except ImportError:
         return None
     return trace
+
+
+def _propagate() -> ModuleType | None:
+    """``opentelemetry.propagate`` (the globally configured propagators, W3C trace context and baggage by default),
+    or ``None`` without the ``otel`` extra."""
+    return _propagate_module() if _trace_api() is not None else None
+
+
+@cache
+def _propagate_module() -> ModuleType | None:
+    try:
+        from opentelemetry import propagate
+    except ImportError:
+        return None
+    return propagate
+
+
+# -- W3C trace context across a protocol boundary -----------------------------------------------------------------
+
+TRACE_CONTEXT = "trace_context"  # the run service holding a client's trace context (a TraceContext)
+_W3C_FIELDS = ("traceparent", "tracestate", "baggage")
+
+
+@dataclass(slots=True)
+class TraceContext:
+    """The W3C trace context a client sent with a request (the root keys ``traceparent``, ``tracestate`` and
+    ``baggage`` of its ``_meta``), and the OpenTelemetry context of the run span made under it (``span``, set by
+    :class:`ObservabilityPlugin` when it traces)."""
+
+    carrier: dict[str, str]
+    span: Any = None
+
+    @staticmethod
+    def of(meta: Any) -> TraceContext | None:
+        """The trace context in a request's ``_meta``; ``None`` without a ``traceparent`` (nothing to carry)."""
+        if not isinstance(meta, dict) or not isinstance(meta.get("traceparent"), str):
+            return None
+        return TraceContext({k: v for k in _W3C_FIELDS if isinstance(v := meta.get(k), str)})
+
+    def parent(self) -> Any:
+        """The OpenTelemetry context to start the run's span in (``None`` without OpenTelemetry)."""
+        propagate = _propagate()
+        return propagate.extract(self.carrier) if propagate is not None else None
+
+    def outgoing(self) -> dict[str, str]:
+        """The fields for a request made on the run's behalf: its span's context when it is traced, else the ones
+        received, passed on as they came."""
+        if self.span is not None:
+            propagate = _propagate()
+            if propagate is not None:
+                carrier: dict[str, str] = {}
+                propagate.inject(carrier, context=self.span)
+                if carrier.get("traceparent"):
+                    return carrier
+        return dict(self.carrier)
 
 
 def otel_from_env(environ: Mapping[str, str] | None = None) -> TracerProvider | None:
@@ -364,10 +427,14 @@ class ObservabilityPlugin(Plugin):
             }
             if ctx.agent.description:
                 attributes["gen_ai.agent.description"] = ctx.agent.description
+            trace = ctx.services.get(TRACE_CONTEXT)
+            parent = trace.parent() if isinstance(trace, TraceContext) else None  # the client's span, if it sent one
             run.span = self._tracer.start_span(
-                f"invoke_agent {ctx.agent.id}", kind=self._api.SpanKind.INTERNAL, attributes=attributes
+                f"invoke_agent {ctx.agent.id}", context=parent, kind=self._api.SpanKind.INTERNAL, attributes=attributes
             )
-            run.context = self._api.set_span_in_context(run.span)
+            run.context = self._api.set_span_in_context(run.span, parent)
+            if isinstance(trace, TraceContext):
+                trace.span = run.context  # the requests made on the run's behalf carry it on
         return run
 
     def _end_run(self, ctx: PhaseContext, status: str, error_type: str | None = None, message: str = "") -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import fields, replace
@@ -115,6 +116,7 @@ def session_from_json(d: dict[str, Any]) -> SessionRecord:
         d.get("origin", "acp"),
         int(d.get("created_at", 0)),
         int(d.get("updated_at", 0)),
+        d.get("system_prompt"),
     )
 
 
@@ -151,7 +153,10 @@ def copy_thread(t: ThreadRecord) -> ThreadRecord:
 
 def copy_session(s: SessionRecord) -> SessionRecord:
     return replace(
-        s, additional_directories=list(s.additional_directories), mcp_servers=[dict(m) for m in s.mcp_servers]
+        s,
+        additional_directories=list(s.additional_directories),
+        mcp_servers=[dict(m) for m in s.mcp_servers],
+        system_prompt=copy.deepcopy(s.system_prompt),
     )
 
 

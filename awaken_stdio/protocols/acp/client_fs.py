@@ -9,7 +9,7 @@ tool call. Listing and search have no ACP method, so they are always local (inhe
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import anyio
 
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.protocols.acp.codes import RESOURCE_NOT_FOUND
+from awaken_stdio.protocols.acp.tracing import with_meta
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
 from awaken_stdio.tools.local_fs import LocalFileSystem, TextWindow
 from awaken_stdio.tools.runner import OutputCallback, ProcessResult, ProcessRunner, TerminalCallback, default_shell
@@ -26,6 +27,7 @@ __all__ = ["AcpFileSystem", "AcpProcessRunner"]
 log = logging.getLogger(__name__)
 
 _RELEASE_TIMEOUT_S = 5.0
+Meta = Callable[[], dict[str, str] | None]  # the trace fields of the session's run, for the ``_meta`` of a request
 
 
 def _tool_error(method: str, exc: JsonRpcError) -> ToolFailure:
@@ -35,17 +37,21 @@ def _tool_error(method: str, exc: JsonRpcError) -> ToolFailure:
 class AcpFileSystem(LocalFileSystem):
     """Reads and writes through the client when it offers them; everything else on the local disk."""
 
-    def __init__(self, peer: JsonRpcPeer, session_id: str, *, read: bool, write: bool) -> None:
+    def __init__(
+        self, peer: JsonRpcPeer, session_id: str, *, read: bool, write: bool, meta: Meta | None = None
+    ) -> None:
         self._peer = peer
         self._session_id = session_id
         self._read = read
         self._write = write
+        self._meta = meta
 
     async def read_text(self, path: Path, *, line: int | None = None, limit: int | None = None) -> TextWindow:
         if not self._read:
             return await super().read_text(path, line=line, limit=limit)
         try:
-            answer = await self._peer.request("fs/read_text_file", {"sessionId": self._session_id, "path": str(path)})
+            params = with_meta({"sessionId": self._session_id, "path": str(path)}, self._meta)
+            answer = await self._peer.request("fs/read_text_file", params)
         except JsonRpcError as exc:
             # Editors differ in how they say "no such file" (-32002, -32603 with a message...): ask the disk.
             if exc.code == RESOURCE_NOT_FOUND or not await anyio.Path(path).exists():
@@ -62,9 +68,8 @@ class AcpFileSystem(LocalFileSystem):
         if not self._write:
             return await super().write_text(path, content)
         try:
-            await self._peer.request(
-                "fs/write_text_file", {"sessionId": self._session_id, "path": str(path), "content": content}
-            )
+            params = {"sessionId": self._session_id, "path": str(path), "content": content}
+            await self._peer.request("fs/write_text_file", with_meta(params, self._meta))
         except JsonRpcError as exc:
             raise _tool_error("fs/write_text_file", exc) from None
 
@@ -78,13 +83,14 @@ class AcpProcessRunner(ProcessRunner):
     terminal is embedded in the tool call, before ``terminal/release`` (the ACP schema's order).
     """
 
-    def __init__(self, peer: JsonRpcPeer, session_id: str) -> None:
+    def __init__(self, peer: JsonRpcPeer, session_id: str, meta: Meta | None = None) -> None:
         self._peer = peer
         self._session_id = session_id
         self._shell: str | None = None
+        self._meta = meta
 
     async def _call(self, method: str, **params: Any) -> Any:
-        return await self._peer.request(method, {"sessionId": self._session_id, **params})
+        return await self._peer.request(method, with_meta({"sessionId": self._session_id, **params}, self._meta))
 
     async def run(
         self,

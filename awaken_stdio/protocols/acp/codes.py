@@ -7,11 +7,21 @@ from __future__ import annotations
 
 from awaken_stdio.protocols.jsonrpc_wire import JsonRpcError
 
-__all__ = ["AUTH_METHOD", "AUTH_REQUIRED", "PROTOCOL_VERSION", "RESOURCE_NOT_FOUND", "auth_required"]
+__all__ = [
+    "AUTH_METHOD",
+    "AUTH_METHODS",
+    "AUTH_REQUIRED",
+    "LOGIN_METHOD",
+    "PROTOCOL_VERSION",
+    "RESOURCE_NOT_FOUND",
+    "auth_required",
+]
 
 PROTOCOL_VERSION = 1
 AUTH_REQUIRED = -32000
-AUTH_METHOD = "configure-model"
+AUTH_METHOD = "configure-model"  # type agent: ``authenticate`` re-reads the config and the keys saved by ``login``
+LOGIN_METHOD = "login"  # type terminal: the client runs ``awaken-stdio login`` in a terminal
+AUTH_METHODS = (AUTH_METHOD, LOGIN_METHOD)  # what ``authenticate`` accepts
 RESOURCE_NOT_FOUND = -32002  # ACP's code for an unknown session, and some editors' for a missing file
 
 

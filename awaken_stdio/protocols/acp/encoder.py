@@ -29,9 +29,19 @@ from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import ContentBlock, Message
 from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import ToolDescriptor, ToolResult, infer_tool_kind
+from awaken_stdio.runtime.compaction import COMPACTION_ACTIVITY
 from awaken_stdio.tools.runner import TERMINAL_ACTIVITY
 
-__all__ = ["DescriptorLookup", "TurnEncoder", "preview_fields", "replay", "stop_reason", "tool_call", "tool_title"]
+__all__ = [
+    "DescriptorLookup",
+    "TurnEncoder",
+    "compaction_updates",
+    "preview_fields",
+    "replay",
+    "stop_reason",
+    "tool_call",
+    "tool_title",
+]
 
 DescriptorLookup = Callable[[str], ToolDescriptor | None]
 
@@ -84,6 +94,8 @@ def tool_call(call_id: str, name: str, args: Any, descriptor: ToolDescriptor | N
         "kind": _kind(name, descriptor),
         "status": "pending",
     }
+    if name:
+        update["name"] = name  # the tool's programmatic name (the title says what this call does)
     if args is not None:
         update["rawInput"] = args
     update.update(extra)
@@ -158,14 +170,24 @@ def _payload_text(payload: Any) -> str:
 class TurnEncoder:
     """Turns the events of one prompt turn into updates; remembers what it needs across events (call names)."""
 
-    __slots__ = ("_calls", "_context_window", "_lookup", "_open", "show_thoughts")
+    __slots__ = ("_calls", "_context_window", "_lookup", "_open", "compaction", "notices", "show_thoughts")
 
-    def __init__(self, lookup: DescriptorLookup, context_window: int, *, show_thoughts: bool = True) -> None:
+    def __init__(
+        self,
+        lookup: DescriptorLookup,
+        context_window: int,
+        *,
+        show_thoughts: bool = True,
+        compaction: bool = False,
+        notices: bool = False,
+    ) -> None:
         self._lookup = lookup
         self._context_window = context_window
         self._calls: dict[str, tuple[str, Any]] = {}  # call id -> (tool name, arguments)
         self._open: set[str] = set()  # calls started and not finished (running or waiting for a decision)
         self.show_thoughts = show_thoughts
+        self.compaction = compaction  # the client shows compaction updates (``session.compaction``)
+        self.notices = notices  # the client shows notices (``session.notices``)
 
     def call(self, call_id: str) -> tuple[str, Any] | None:
         return self._calls.get(call_id)
@@ -193,15 +215,16 @@ class TurnEncoder:
             # approved, turns.py); an allowed call goes from pending to its result, or to its live terminal
             if not known:
                 return [tool_call(event.id, event.name, event.arguments, descriptor)]
-            return [
-                {
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": event.id,
-                    "title": tool_title(event.name, event.arguments, descriptor),
-                    "status": "pending",
-                    "rawInput": event.arguments,
-                }
-            ]
+            update = {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": event.id,
+                "title": tool_title(event.name, event.arguments, descriptor),
+                "status": "pending",
+                "rawInput": event.arguments,
+            }
+            if event.name:
+                update["name"] = event.name
+            return [update]
         if kind is ToolCallDone:
             assert isinstance(event, ToolCallDone)
             return self._done(event.id, event.result, event.outcome)
@@ -210,6 +233,8 @@ class TurnEncoder:
             return self._resumed(event)
         if kind is ActivitySnapshot:
             assert isinstance(event, ActivitySnapshot)
+            if event.activity_type == COMPACTION_ACTIVITY:
+                return compaction_updates(event, compaction=self.compaction, notices=self.notices)
             if event.message_id not in self._calls:
                 return []
             update: dict[str, Any] = {
@@ -271,6 +296,40 @@ class TurnEncoder:
         status = "failed" if failed else "completed"
         update = {"sessionUpdate": "tool_call_update", "toolCallId": event.target_id, "status": status}
         return [update | _result_fields(payload, None, text, failed)]
+
+
+def compaction_updates(event: ActivitySnapshot, *, compaction: bool, notices: bool) -> list[dict[str, Any]]:
+    """What a client is shown of a compaction event (``runtime.compaction.CompactionReport``): ``compaction_update``
+    and ``compaction_summary_chunk`` when it advertised ``session.compaction``; else, when it takes notices, one
+    notice once the compaction is over; else nothing (the conversation goes on, its history kept)."""
+    content = event.content if isinstance(event.content, dict) else {}
+    status = content.get("status")
+    if not compaction:
+        if not notices or status not in ("completed", "failed"):
+            return []
+        if status == "completed":
+            return [_notice("info", "Conversation compacted", content.get("message"))]
+        return [_notice("warning", "Compaction did not happen", content.get("error"))]
+    if "chunk" in content:
+        text = {"type": "text", "text": str(content["chunk"])}
+        return [{"sessionUpdate": "compaction_summary_chunk", "compactionId": event.message_id, "content": text}]
+    if not isinstance(status, str):
+        return []
+    update: dict[str, Any] = {"sessionUpdate": "compaction_update", "compactionId": event.message_id, "status": status}
+    if status == "completed" and content.get("summary"):
+        update["summary"] = [{"type": "text", "text": str(content["summary"])}]
+    elif status in ("failed", "cancelled"):
+        update["summary"] = None  # whatever was streamed of a summary not applied
+        if status == "failed" and content.get("error"):
+            update["error"] = str(content["error"])
+    return [update]
+
+
+def _notice(severity: str, title: str, description: Any) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": "notice", "severity": severity, "title": title}
+    if isinstance(description, str) and description:
+        update["description"] = description
+    return update
 
 
 def _chunk(kind: str, text: str, message_id: str | None) -> dict[str, Any]:

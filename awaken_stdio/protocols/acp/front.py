@@ -51,6 +51,7 @@ REQUESTS = {
     "session/new": "new_session",
     "session/load": "load_session",
     "session/resume": "resume_session",
+    "session/fork": "fork_session",
     "session/list": "list_sessions",
     "session/close": "close_session",
     "session/delete": "delete_session",

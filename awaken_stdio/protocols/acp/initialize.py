@@ -7,9 +7,10 @@ event loop, the JSON-RPC peer and the app with what was read and not answered, a
 negotiated. Any other first line is left to the peer, whose answer it always was. Later ``initialize`` requests, and
 a first one whose params need pydantic's validation, are answered by ``AcpFront`` with the same :func:`initialize`.
 
-What the answer says is read from the raw config: whether the default agent's model is usable (``authMethods``) and
-what it accepts (``promptCapabilities``). A request for version 2 in v2's shape gets v2's answer (``v2/initialize.py``)
-and the connection speaks v2 from then on; every other request gets v1's, as always.
+What the answer says is read from the raw config: whether the default agent's model is usable (the description of
+the ``authMethods``, which every answer has) and what it accepts (``promptCapabilities``). A request for version 2 in
+v2's shape gets v2's answer (``v2/initialize.py``) and the connection speaks v2 from then on; every other request gets
+v1's, as always.
 """
 
 from __future__ import annotations
@@ -21,15 +22,15 @@ from typing import Any
 
 from awaken_stdio.app.config_file import ConfigFile
 from awaken_stdio.app.startup import Startup, loaded_heavy_modules, model_problem, prompt_capabilities, server_info
-from awaken_stdio.protocols.acp.codes import AUTH_METHOD, PROTOCOL_VERSION
+from awaken_stdio.protocols.acp.codes import AUTH_METHOD, LOGIN_METHOD, PROTOCOL_VERSION
 from awaken_stdio.protocols.acp.v2.initialize import asks_v2, initialize_v2
 from awaken_stdio.protocols.early import answer_first_request
 
-__all__ = ["Initialized", "client_capabilities", "initialize", "serve"]
+__all__ = ["Initialized", "auth_methods", "client_capabilities", "initialize", "serve"]
 
 log = logging.getLogger(__name__)
 
-_SESSION_CAPABILITIES = ("list", "resume", "close", "delete", "additionalDirectories")
+_SESSION_CAPABILITIES = ("list", "resume", "close", "delete", "additionalDirectories", "fork")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +79,13 @@ def initialize(
             "loadSession": True,
             "promptCapabilities": prompt_caps,
             "mcpCapabilities": {"http": True, "sse": False},
-            "sessionCapabilities": {key: {} for key in _SESSION_CAPABILITIES},
+            "sessionCapabilities": {
+                **{key: {} for key in _SESSION_CAPABILITIES},
+                "systemPrompt": {"mode": {"override": {}}},  # unstable: append (always) and override
+            },
         },
         "agentInfo": server_info(),
-        "authMethods": [_auth_method(problem)] if problem else [],
+        "authMethods": auth_methods(problem, terminal=_terminal_auth(client)),
     }
     return Initialized(result, client, prompt_caps)
 
@@ -114,5 +118,29 @@ def client_capabilities(params: Any, *, validate: bool = True) -> dict[str, Any]
     return InitializeParams.model_validate(params).client_capabilities.model_dump(by_alias=True)
 
 
-def _auth_method(problem: str) -> dict[str, Any]:
-    return {"id": AUTH_METHOD, "name": "Configure a model", "description": problem}
+def auth_methods(problem: str | None, *, terminal: bool) -> list[dict[str, Any]]:
+    """Every answer names how to authenticate (the ACP registry requires an ``agent`` or ``terminal`` method):
+    ``configure-model`` (``authenticate`` re-reads the config and the keys ``awaken-stdio login`` saved), and the
+    terminal login itself for clients that can run it (``auth.terminal``, or the older ``_meta["terminal-auth"]``)."""
+    methods: list[dict[str, Any]] = []
+    if terminal:
+        methods.append(
+            {
+                "type": "terminal",
+                "id": LOGIN_METHOD,
+                "name": "Log in with an API key",
+                "description": "Choose the model provider and enter its API key (saved in the OS keyring or a "
+                "private file, never shown)",
+                "args": ["login"],
+            }
+        )
+    description = problem or "A model is configured; run `awaken-stdio login` in a terminal to change its API key"
+    methods.append({"id": AUTH_METHOD, "name": "Configure a model", "description": description})
+    return methods
+
+
+def _terminal_auth(client: dict[str, Any]) -> bool:
+    auth, meta = client.get("auth"), client.get("_meta")
+    return (isinstance(auth, dict) and auth.get("terminal") is True) or (
+        isinstance(meta, dict) and bool(meta.get("terminal-auth"))
+    )

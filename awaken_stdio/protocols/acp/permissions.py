@@ -124,16 +124,24 @@ def _decision(answer: Any, options: list[dict[str, str]]) -> ToolCallResume | No
 
 
 async def ask_permission(
-    peer: JsonRpcPeer, session_id: str, question: Question, descriptor: ToolDescriptor | None
+    peer: JsonRpcPeer,
+    session_id: str,
+    question: Question,
+    descriptor: ToolDescriptor | None,
+    meta: dict[str, str] | None = None,
 ) -> ToolCallResume | None:
-    """Ask the client; the decision, or ``None`` when the person cancelled (the turn is then cancelled).
+    """Ask the client; the decision, or ``None`` when the person cancelled (the turn is then cancelled). ``meta``:
+    the trace fields of the run that asks, sent as the request's ``_meta``.
 
     Raises :class:`Unanswered` when the editor answered with an error or with no valid choice."""
     options = permission_options(question.tool_name, question.arguments, unknown=question.unknown is not None)
+    params: dict[str, Any] = {"sessionId": session_id, "toolCall": question.tool_call(descriptor), "options": options}
+    if meta:
+        params["_meta"] = meta
     try:
         answer = await peer.request(
             "session/request_permission",
-            {"sessionId": session_id, "toolCall": question.tool_call(descriptor), "options": options},
+            params,
             cancel_method="$/cancel_request",  # a question withdrawn (decided elsewhere) is withdrawn in the editor too
         )
     except JsonRpcError as exc:

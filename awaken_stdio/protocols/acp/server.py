@@ -23,11 +23,14 @@ import anyio.abc
 
 from awaken_stdio.app.app import Settings, load_settings
 from awaken_stdio.app.startup import model_problem
+from awaken_stdio.contract.activation import SystemPrompt
 from awaken_stdio.contract.errors import AwakenError, ConfigError, ThreadAlreadyRunning
+from awaken_stdio.contract.events import ActivitySnapshot, AgentEvent
 from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.stores import SessionRecord
 from awaken_stdio.protocols.acp import commands
-from awaken_stdio.protocols.acp.codes import RESOURCE_NOT_FOUND, auth_required
+from awaken_stdio.protocols.acp.codes import AUTH_METHODS, RESOURCE_NOT_FOUND, auth_required
+from awaken_stdio.protocols.acp.encoder import compaction_updates
 from awaken_stdio.protocols.acp.sessions import (
     MODES,
     THOUGHTS_OPTION,
@@ -38,10 +41,12 @@ from awaken_stdio.protocols.acp.sessions import (
     replayed,
     session_info,
 )
+from awaken_stdio.protocols.acp.tracing import adopt_trace, trace_meta
 from awaken_stdio.protocols.acp.turns import Turns, descriptors
 from awaken_stdio.protocols.acp.wire import (
     AuthenticateParams,
     ClientCapabilities,
+    ForkSessionParams,
     ListSessionsParams,
     LoadSessionParams,
     PromptCapabilities,
@@ -51,6 +56,7 @@ from awaken_stdio.protocols.acp.wire import (
     SetConfigOptionParams,
     SetModeParams,
     prompt_to_blocks,
+    system_prompt,
 )
 from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError, JsonRpcPeer
 
@@ -113,13 +119,17 @@ class AcpServer:
     # -- authenticate ---------------------------------------------------------------------------------------------
 
     async def authenticate(self, params: Any) -> dict[str, Any]:
-        """Re-read the configuration (a key or config file set since start-up) and adopt its agents and models."""
-        AuthenticateParams.model_validate(params or {})
+        """Re-read the configuration and the keys ``awaken-stdio login`` saved (set since start-up) and adopt its
+        agents and models; an error that says to log in while no model can answer."""
+        p = AuthenticateParams.model_validate(params or {})
+        if p.method_id not in AUTH_METHODS:
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: unknown auth method {p.method_id!r}; "
+                                               f"expected one of {', '.join(AUTH_METHODS)}")  # fmt: skip
         settings = load_settings(str(self.settings.loaded.path) if self.settings.loaded.path else None,
                                  self.settings.store_url, self.settings.cwd)  # fmt: skip
         problem = model_problem(settings.loaded.file)
         if problem is not None:
-            raise auth_required(problem)
+            raise auth_required(f"{problem}; then authenticate again")
         self.app.reload(settings)
         self.settings = settings
         return {}
@@ -153,13 +163,46 @@ class AcpServer:
             await self._connect_mcp(app, session, mcp_servers)
         if known:
             await self._describe(session)
+            await self._tell_mcp(session)
         else:
-            self._after_response(lambda: self._send_commands(session))
+
+            async def after() -> None:
+                await self._send_commands(session)
+                await self._tell_mcp(session)
+
+            self._after_response(after)
         return session
 
     def host_context(self, session: Session) -> dict[str, Any]:
-        """What a run of this session resumes with in this process, whoever decided: this editor's services."""
-        return {"cwd": session.record.cwd, "services": self._services(session), "tools": list(session.mcp_tools)}
+        """What a run of this session resumes with in this process, whoever decided: this editor's services (and
+        the client's system prompt, composed with the agent's own)."""
+        return {
+            "cwd": session.record.cwd,
+            "services": self._services(session),
+            "tools": list(session.mcp_tools),
+            "system_prompt": SystemPrompt.of(session.record.system_prompt),
+        }
+
+    async def notice(self, session_id: str, severity: str, title: str, description: str | None = None) -> bool:
+        """A ``notice`` (advisory, not conversation history) for clients that opted in (``session.notices``);
+        False when the client did not, so the caller can say it another way if it must be said."""
+        if not self.client.notices:
+            return False
+        update: dict[str, Any] = {"sessionUpdate": "notice", "severity": severity, "title": title}
+        if description:
+            update["description"] = description
+        await self.update(session_id, update)
+        return True
+
+    async def _tell_mcp(self, session: Session) -> None:
+        """The session's MCP servers that failed to start or are still connecting, as notices."""
+        for status in session.mcp_status:
+            name, state, error = status.get("name"), status.get("state"), status.get("error")
+            if state == "failed":
+                await self.notice(session.id, "warning", f"MCP server {name} failed to start", error)
+            elif state == "connecting":
+                detail = f"Its tools are offered once it is ready (last error: {error})" if error else None
+                await self.notice(session.id, "info", f"MCP server {name} is still connecting", detail)
 
     async def _send_commands(self, session: Session) -> None:
         await self.update(session.id, {"sessionUpdate": "available_commands_update",
@@ -176,6 +219,7 @@ class AcpServer:
 
     async def new_session(self, params: Any) -> dict[str, Any]:
         p = SessionSetupParams.model_validate(params)
+        prompt = system_prompt(p.system_prompt)
         app = self._app_with_model()
         runtime = app.runtime
         agent_id = runtime.default_agent_id()
@@ -188,8 +232,40 @@ class AcpServer:
             model=runtime.agents[agent_id].model,
             additional_directories=p.additional_directories,
             mcp_servers=_stored_servers(p.mcp_servers),
+            system_prompt=prompt,
         )
         await app.sessions.save(record)
+        session = await self._open(app, record, p.mcp_servers)
+        return {"sessionId": record.session_id, **self._setup_result(session)}
+
+    async def fork_session(self, params: Any) -> dict[str, Any]:
+        """``session/fork`` (unstable): a new session whose thread is a copy of the source's, whole or up to the
+        message ``_meta["awaken-stdio"]["messageId"]``, independent afterwards and durable like any session. It keeps
+        the source's agent, mode, model and system prompt (unless this request gives one)."""
+        p = ForkSessionParams.model_validate(params)
+        prompt = system_prompt(p.system_prompt)
+        extension = (p.meta or {}).get("awaken-stdio")
+        up_to = extension.get("messageId") if isinstance(extension, dict) else None
+        if up_to is not None and not isinstance(up_to, str):
+            raise JsonRpcError(INVALID_PARAMS, "Invalid params: _meta.awaken-stdio.messageId must be a string")
+        app = self._app_with_model()
+        source = await self._stored(app, p.session_id)
+        record = SessionRecord(
+            new_id("sess_"),
+            new_id(),
+            p.cwd,
+            agent_id=source.agent_id,
+            title=f"{source.title} (fork)" if source.title else None,
+            mode=source.mode,
+            model=source.model,
+            additional_directories=p.additional_directories,  # the complete list, as the schema says (none: none)
+            mcp_servers=_stored_servers(p.mcp_servers),
+            system_prompt=prompt if prompt is not None else source.system_prompt,
+        )
+        try:
+            await app.sessions.fork(source, record, up_to=up_to)
+        except LookupError as exc:
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         session = await self._open(app, record, p.mcp_servers)
         return {"sessionId": record.session_id, **self._setup_result(session)}
 
@@ -201,9 +277,12 @@ class AcpServer:
 
     async def _reopen(self, params: Any, *, history: bool) -> dict[str, Any]:
         p = LoadSessionParams.model_validate(params)
+        prompt = system_prompt(p.system_prompt)
         app = self._app_with_model()
         record = await self._stored(app, p.session_id)
         record.cwd = p.cwd
+        if prompt is not None:  # else the one the session was created with, restored from the store
+            record.system_prompt = prompt
         if p.additional_directories:
             record.additional_directories = p.additional_directories
         if "mcpServers" in (params or {}):
@@ -362,12 +441,13 @@ class AcpServer:
                 MODE_SERVICE: session.mode,
                 ADDITIONAL_DIRECTORIES: list(session.record.additional_directories),
             }
+            meta = lambda: trace_meta(services)  # noqa: E731  # the trace context of the session's run, as it is then
             if fs.read_text_file or fs.write_text_file:
                 services[FILE_SYSTEM] = AcpFileSystem(
-                    self.peer, session.id, read=fs.read_text_file, write=fs.write_text_file
+                    self.peer, session.id, read=fs.read_text_file, write=fs.write_text_file, meta=meta
                 )
             if self.client.terminal:
-                services[PROCESS_RUNNER] = AcpProcessRunner(self.peer, session.id)
+                services[PROCESS_RUNNER] = AcpProcessRunner(self.peer, session.id, meta)
             services[CLIENT_CHANNEL] = AcpChannel(self.peer, session.id, forms=self.client.forms)
             session.services = services
         return session.services
@@ -379,7 +459,10 @@ class AcpServer:
     def take_prompt(self, params: Any) -> tuple[Session, list[Any]]:
         """A prompt's open session and content, checked (-32602, -32002) before the prompt is accepted."""
         p = PromptParams.model_validate(params)
-        return self._session(p.session_id), prompt_to_blocks(p.prompt, self.prompt_caps)
+        session = self._session(p.session_id)
+        blocks = prompt_to_blocks(p.prompt, self.prompt_caps)
+        adopt_trace(self._services(session), params)  # the client's trace context parents this turn's run
+        return session, blocks
 
     async def run_turn(self, session: Session, blocks: list[Any] | None, message_id: str | None = None) -> str:
         """The turn of a prompt (``Turns.answer``), after what did not load is told; its stop reason."""
@@ -393,7 +476,10 @@ class AcpServer:
         await app.loading.settle()
         problems = app.loading.problems[session.problems_told :]
         session.problems_told += len(problems)
-        if problems:
+        if problems and self.client.notices:
+            for problem in problems:
+                await self.notice(session.id, "warning", "A tool is not available", problem)
+        elif problems:
             text = "Some tools are not available:\n" + "\n".join(f"- {p}" for p in problems) + "\n\n"
             await self.update(session.id, {"sessionUpdate": "agent_message_chunk", "messageId": new_id(),
                                            "content": {"type": "text", "text": text}})  # fmt: skip
@@ -428,8 +514,15 @@ class AcpServer:
 
     async def _compact(self, app: App, session: Session) -> str:
         """Summarise the session's thread now; the outcome, or why it could not run, is the command's answer."""
+
+        async def shown(event: AgentEvent) -> None:  # as it happens: compaction_update, compaction_summary_chunk
+            if type(event) is ActivitySnapshot:
+                for update in compaction_updates(event, compaction=True, notices=False):
+                    await self.update(session.id, update)
+
+        sink = shown if self.client.compaction else None
         try:
-            result = await app.runtime.compact(session.record.thread_id, session.agent_id)
+            result = await app.runtime.compact(session.record.thread_id, session.agent_id, sink)
         except ThreadAlreadyRunning:
             return "Cannot compact while a run of this session is in progress."
         except AwakenError as exc:

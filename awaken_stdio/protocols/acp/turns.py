@@ -26,6 +26,7 @@ from awaken_stdio.protocols.acp import commands
 from awaken_stdio.protocols.acp.encoder import DescriptorLookup, TurnEncoder, stop_reason, tool_call
 from awaken_stdio.protocols.acp.permissions import Question, Unanswered, ask_permission
 from awaken_stdio.protocols.acp.sessions import Ask, Session, Turn, session_info
+from awaken_stdio.protocols.acp.tracing import trace_meta
 from awaken_stdio.protocols.jsonrpc import INTERNAL_ERROR, JsonRpcError, JsonRpcPeer
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.activation import RunActivation
     from awaken_stdio.contract.messages import Message
     from awaken_stdio.contract.tools import ToolDescriptor
+    from awaken_stdio.protocols.acp.wire import ClientCapabilities
 
 __all__ = ["CANCEL_GRACE_S", "TurnHost", "Turns", "descriptors"]
 
@@ -42,15 +44,26 @@ _TITLE_CHARS = 60
 _MAX_PENDING_ROUNDS = 16  # a resumed run that keeps asking: stop re-offering after this many rounds
 _WATCH_S = 0.25  # how often a re-offered question checks whether its run was decided elsewhere
 CANCEL_GRACE_S = 1.0  # how long a cancelled turn may take to end before its prompt is answered without it
+_DECIDED = "Decided outside this editor."
+_DECIDED_TITLE = "An approval was decided elsewhere"
+_STILL_STOPPING = (
+    "The store did not answer in time (another process holds it, or its disk is slow): the run stops at its next "
+    "safe point and keeps what it has."
+)
 
 
 class TurnHost(Protocol):
     """What a turn needs of its connection."""
 
     peer: JsonRpcPeer
+    client: ClientCapabilities
 
     async def update(self, session_id: str, update: dict[str, Any]) -> None:
         """Send one ``session/update``."""
+        ...
+
+    async def notice(self, session_id: str, severity: str, title: str, description: str | None = None) -> bool:
+        """Send a ``notice`` when the client takes them; whether it did."""
         ...
 
     def host_context(self, session: Session) -> dict[str, Any]:
@@ -128,6 +141,9 @@ class Turns:
             if answer.turn is not None and not answer.done.is_set():
                 answer.turn.answered = True  # nothing of it follows the answer on the wire
         if not answer.done.is_set():
+            if answer.turn is not None:  # its run could not stop in time: the store is slow or held
+                await self.host.notice(session.id, "warning", "The cancelled run is still stopping",
+                                       _STILL_STOPPING)  # fmt: skip
             return "cancelled"
         if answer.error is not None:
             raise answer.error
@@ -207,7 +223,9 @@ class Turns:
         runtime = app.runtime
         model = runtime.models.get(runtime.agents[session.agent_id].model)
         window = model[0].capabilities(model[1]).context_window if model else 0
-        encoder = TurnEncoder(descriptors(app), window, show_thoughts=session.show_thoughts)
+        client = self.host.client
+        encoder = TurnEncoder(descriptors(app), window, show_thoughts=session.show_thoughts,
+                              compaction=client.compaction, notices=client.notices)  # fmt: skip
         suspended: list[Question] = []
         notify = self.host.peer.notify  # not host.update: this runs per event, one coroutine frame fewer per update
         session_id = session.id
@@ -218,7 +236,7 @@ class Turns:
                 if turn.answered:
                     return
             if turn.ask is not None and not turn.ask.answered:
-                turn.ask.withdraw("Decided outside this editor.")  # the run moved on: someone else decided
+                turn.ask.withdraw(_DECIDED)  # the run moved on: someone else decided
             for update in encoder.encode(event):
                 await notify("session/update", {"sessionId": session_id, "update": update})
             if type(event) is ToolCallDone and event.outcome == "suspended":
@@ -271,6 +289,7 @@ class Turns:
                     turn.cancelled = True
         except InvalidResume as exc:  # another surface decided first: its decision stands
             await self._tell_calls(session, ask.call_ids, str(exc))
+            await self.host.notice(session.id, "info", _DECIDED_TITLE, str(exc))
         except Exception:
             log.exception("session %s: asking about run %s failed", session.id, ask.run_id)
 
@@ -284,6 +303,8 @@ class Turns:
             return decisions
         if ask.note:
             await self._tell_calls(session, ask.call_ids, ask.note, failed=ask.failed)
+            title = _DECIDED_TITLE if ask.note == _DECIDED else "An approval is no longer needed"
+            await self.host.notice(session.id, "warning" if ask.failed else "info", title, ask.note)
         return None
 
     async def _tell_calls(self, session: Session, call_ids: list[str], text: str, *, failed: bool = False) -> None:
@@ -310,7 +331,12 @@ class Turns:
         """Ask about each call in order; ``None`` when the person cancelled (the turn is then cancelled)."""
         decisions: Decisions = []
         for question in calls:
-            decision = await ask_permission(self.host.peer, session.id, question, lookup(question.tool_name))
+            if question.unknown is not None:
+                detail = f"{question.tool_name} ({question.call_id}): {question.unknown or 'it was interrupted.'} "
+                await self.host.notice(session.id, "warning", "A tool call's outcome is unknown",
+                                       detail + "Choose whether to run it again.")  # fmt: skip
+            meta = trace_meta(session.services)
+            decision = await ask_permission(self.host.peer, session.id, question, lookup(question.tool_name), meta)
             if decision is None or turn.cancelled:
                 return None
             decisions.append((question.call_id, decision))
@@ -365,6 +391,7 @@ class Turns:
                 await app.decide(run.run_id, decisions, sink, context, "acp", self._asker(app, session, turn))
             except InvalidResume as exc:  # decided elsewhere between the answer and now: that decision stands
                 await self._tell_calls(session, ask.call_ids, str(exc))
+                await self.host.notice(session.id, "info", _DECIDED_TITLE, str(exc))
             except Exception as exc:
                 if turn.cancelled:
                     return True
@@ -380,7 +407,7 @@ class Turns:
             record = await app.store.load_run(ask.run_id)
             if record is None or record.status != "waiting":
                 ended = record is None or record.status == "done"
-                ask.withdraw("Decided outside this editor." if not ended else "The run ended outside this editor.")
+                ask.withdraw(_DECIDED if not ended else "The run ended outside this editor.")
                 return
 
     async def cancel(self, app: App, session: Session) -> None:

@@ -28,6 +28,7 @@ from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
 __all__ = [
     "AuthenticateParams",
     "ClientCapabilities",
+    "ForkSessionParams",
     "InitializeParams",
     "ListSessionsParams",
     "LoadSessionParams",
@@ -38,6 +39,7 @@ __all__ = [
     "SetConfigOptionParams",
     "SetModeParams",
     "prompt_to_blocks",
+    "system_prompt",
 ]
 
 
@@ -73,6 +75,16 @@ class ClientCapabilities(_Wire):
         options = (self.session or {}).get("configOptions")
         return isinstance(options, dict) and isinstance(options.get("boolean"), dict)
 
+    @property
+    def notices(self) -> bool:
+        """``session.notices``: the client shows ``notice`` updates (advisory, not conversation history)."""
+        return isinstance((self.session or {}).get("notices"), dict)
+
+    @property
+    def compaction(self) -> bool:
+        """``session.compaction``: the client shows ``compaction_update`` and ``compaction_summary_chunk``."""
+        return isinstance((self.session or {}).get("compaction"), dict)
+
 
 class InitializeParams(_Wire):
     protocol_version: int = PROTOCOL_VERSION
@@ -85,11 +97,13 @@ class AuthenticateParams(_Wire):
 
 
 class SessionSetupParams(_Wire):
-    """``session/new`` (and the base of load/resume): where the session works and with which MCP servers."""
+    """``session/new`` (and the base of load/resume/fork): where the session works, with which MCP servers, and the
+    client's system prompt (``{"mode", "content"}``, checked by :func:`system_prompt`)."""
 
     cwd: str
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     additional_directories: list[str] = Field(default_factory=list)
+    system_prompt: Any = None
 
     _cwd = field_validator("cwd")(_absolute)
 
@@ -108,6 +122,39 @@ class LoadSessionParams(SessionSetupParams):
     """``session/load`` and ``session/resume``."""
 
     session_id: str
+
+
+class ForkSessionParams(LoadSessionParams):
+    """``session/fork`` (unstable): the session to copy, and the new one's setup."""
+
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+_SYSTEM_PROMPT_MODES = ("append", "override")
+
+
+def system_prompt(value: Any) -> dict[str, Any] | None:
+    """A request's ``systemPrompt`` as the session keeps it: ``{"mode", "content": [text blocks]}``; ``None`` for
+    none. -32602 for what cannot be applied (the session is then not created): a mode other than ``append`` and
+    ``override``, no content, or a block that is not text."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise JsonRpcError(INVALID_PARAMS, "Invalid params: systemPrompt must be an object {mode, content}")
+    mode, content = value.get("mode"), value.get("content")
+    if mode not in _SYSTEM_PROMPT_MODES:
+        raise JsonRpcError(INVALID_PARAMS, f"Invalid params: unsupported systemPrompt mode {mode!r}; this agent "
+                                           "supports append and override")  # fmt: skip
+    if not isinstance(content, list) or not content:
+        raise JsonRpcError(INVALID_PARAMS, "Invalid params: systemPrompt.content must be a non-empty array")
+    blocks: list[dict[str, Any]] = []
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "text" or not isinstance(block.get("text"), str):
+            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+            raise JsonRpcError(INVALID_PARAMS, f"Invalid params: systemPrompt content of type {kind!r} is not "
+                                               "supported (text only)")  # fmt: skip
+        blocks.append({"type": "text", "text": block["text"]})
+    return {"mode": mode, "content": blocks}
 
 
 class ListSessionsParams(_Wire):

@@ -27,7 +27,7 @@ from awaken_stdio.contract.inference import (
     ToolCallChunk,
 )
 from awaken_stdio.contract.messages import Message, ToolCall, valid_text, valid_value
-from awaken_stdio.runtime.compaction import model_view
+from awaken_stdio.runtime.compaction import CompactionReport, model_view
 from awaken_stdio.runtime.executors import INTERRUPTED
 from awaken_stdio.runtime.plugins import Phase
 from awaken_stdio.runtime.run.state import RunState
@@ -49,11 +49,11 @@ async def compact_if_needed(run: RunState) -> None:
     if compactor is None:
         compactor = run.compactors[run.agent.id] = run.compactor_for(run.agent)
     view = model_view(run.messages)
-    if not compactor.needed(view, run.agent.spec.system_prompt, run.agent.tool_json):
+    if not compactor.needed(view, system_prompt(run), run.agent.tool_json):
         return
     run.compaction_tried = True
     try:
-        result = await compactor.compact(view)
+        result = await compactor.compact(view, CompactionReport(run.emit) if run.sink is not None else None)
     except Exception:
         log.warning("compaction of thread %s failed; continuing uncompacted", run.thread_id, exc_info=True)
         return
@@ -80,6 +80,13 @@ def _offered_tools(run: RunState) -> tuple[list[dict[str, Any]], dict[str, Any]]
     return run.tools_for[1], run.tools_for[2]
 
 
+def system_prompt(run: RunState) -> str:
+    """The agent's system prompt, composed with the client's instructions of the run's session, if any."""
+    own = run.agent.spec.system_prompt
+    client = run.activation.system_prompt
+    return own if client is None else client.apply(own)
+
+
 def build_request(run: RunState) -> InferenceRequest:
     agent = run.agent
     tools, offered = _offered_tools(run)
@@ -90,7 +97,7 @@ def build_request(run: RunState) -> InferenceRequest:
         agent.model_name,
         messages,
         [dict(t) for t in tools],  # the cached descriptors' JSON stays the agent's
-        agent.spec.system_prompt or None,
+        system_prompt(run) or None,
         overrides=dict(run.activation.overrides),
     )
     if agent.registrar.transforms:

@@ -28,6 +28,7 @@ from acp.schema import (
     DeniedOutcome,
     FileSystemCapabilities,
     Implementation,
+    InitializeResponse,
     ReadTextFileResponse,
     RequestPermissionResponse,
     TerminalExitStatus,
@@ -38,6 +39,8 @@ from acp.schema import (
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = json.loads((ROOT / "schemas" / "acp" / "schema.json").read_text())
 _REGISTRY_SCHEMA = {"$defs": SCHEMA["$defs"]}
+# the unstable schema of the same release: what the stable one lacks (session/fork, systemPrompt) is checked there
+UNSTABLE = json.loads((ROOT / "schemas" / "acp" / "schema.unstable.json").read_text())
 
 RESPONSES = {
     "initialize": "InitializeResponse",
@@ -51,6 +54,7 @@ RESPONSES = {
     "session/set_mode": "SetSessionModeResponse",
     "session/set_config_option": "SetSessionConfigOptionResponse",
     "session/prompt": "PromptResponse",
+    "session/fork": "ForkSessionResponse",  # unstable
 }
 AGENT_REQUESTS = {
     "session/request_permission": "RequestPermissionRequest",
@@ -66,7 +70,8 @@ AGENT_REQUESTS = {
 
 
 def _validator(definition: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator({**_REGISTRY_SCHEMA, "$ref": f"#/$defs/{definition}"})
+    defs = SCHEMA["$defs"] if definition in SCHEMA["$defs"] else UNSTABLE["$defs"]
+    return jsonschema.Draft202012Validator({"$defs": defs, "$ref": f"#/$defs/{definition}"})
 
 
 _ROOT_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -282,7 +287,11 @@ class Harness:
         forms: bool = False,
         env: dict[str, str] | None = None,
         initialize: bool = True,
+        caps: dict[str, Any] | None = None,
+        unstable: bool = False,
     ) -> AsyncIterator[Agent]:
+        """``caps``: more ``clientCapabilities`` (merged one level down: ``{"session": {"notices": {}}}`` keeps the
+        other session ones); ``unstable``: the SDK routes unstable methods (``session/fork``)."""
         client = TestClient(self.workspace)
         wire = WireLog()
         command = self.command()
@@ -294,27 +303,38 @@ class Harness:
             cwd=str(self.workspace),
             transport_kwargs={"stderr": None},
             observers=[wire.observe],
-            use_unstable_protocol=forms,  # the SDK routes elicitation/create only then
+            use_unstable_protocol=forms or unstable,  # the SDK routes elicitation/create only then
         ) as (conn, process):
             agent = Agent(conn, process, client, wire, self.workspace)
             if initialize:
-                caps = ClientCapabilities(
+                client_caps = ClientCapabilities(
                     fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs), terminal=terminal
                 )
                 if boolean_config:
-                    caps = ClientCapabilities.model_validate(
-                        caps.model_dump(by_alias=True) | {"session": {"configOptions": {"boolean": {}}}}
+                    client_caps = ClientCapabilities.model_validate(
+                        client_caps.model_dump(by_alias=True) | {"session": {"configOptions": {"boolean": {}}}}
                     )
                 if forms:
-                    caps = ClientCapabilities.model_validate(
-                        caps.model_dump(by_alias=True) | {"elicitation": {"form": {}}}
+                    client_caps = ClientCapabilities.model_validate(
+                        client_caps.model_dump(by_alias=True) | {"elicitation": {"form": {}}}
                     )
                 with anyio.fail_after(20):
-                    agent.init = await conn.initialize(
-                        protocol_version=1,
-                        client_capabilities=caps,
-                        client_info=Implementation(name="acp-test", version="0.1"),
-                    )
+                    if caps:  # as raw params: the SDK's models drop the capabilities it does not know yet
+                        sent = client_caps.model_dump(by_alias=True, exclude_none=True)
+                        for key, value in caps.items():
+                            inner = sent.get(key)
+                            both = isinstance(inner, dict) and isinstance(value, dict)
+                            sent[key] = {**inner, **value} if both else value
+                        info = {"name": "acp-test", "version": "0.1"}
+                        params = {"protocolVersion": 1, "clientCapabilities": sent, "clientInfo": info}
+                        answer = await conn._conn.send_request("initialize", params)
+                        agent.init = InitializeResponse.model_validate(answer)
+                    else:
+                        agent.init = await conn.initialize(
+                            protocol_version=1,
+                            client_capabilities=client_caps,
+                            client_info=Implementation(name="acp-test", version="0.1"),
+                        )
             try:
                 yield agent
             finally:

@@ -67,7 +67,9 @@ async def test_initialize_split_in_two_writes_is_answered_early_with_the_bytes_t
     late, late_log = await talk(harness, [b"\n" + data], {1})
     assert early == late
     validate_def("InitializeResponse", answer(early, 1)["result"])
-    assert bool(answer(early, 1)["result"]["authMethods"]) == (config == "needs a key")
+    methods = answer(early, 1)["result"]["authMethods"]
+    assert [m["id"] for m in methods] == ["configure-model"]  # in every answer: the ACP registry requires one
+    assert ("needs an API key" in methods[0]["description"]) == (config == "needs a key")
     assert EARLY in early_log and LATE not in early_log
     assert LATE in late_log and EARLY not in late_log
 

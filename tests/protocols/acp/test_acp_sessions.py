@@ -24,7 +24,8 @@ async def test_initialize_answers_version_1_whatever_is_asked(harness):
         assert caps.load_session and caps.mcp_capabilities.http and caps.prompt_capabilities.embedded_context
         sessions = caps.session_capabilities
         assert sessions.list is not None and sessions.resume is not None and sessions.close is not None
-        assert init.agent_info.name == "awaken-stdio" and init.auth_methods == []
+        assert init.agent_info.name == "awaken-stdio"
+        assert [m.id for m in init.auth_methods] == ["configure-model"]  # always one: the ACP registry requires it
 
 
 async def test_without_a_model_session_new_asks_for_one_until_authenticate_finds_it(harness):
