@@ -66,7 +66,9 @@ def build_parser(*, servers_only: bool = False) -> argparse.ArgumentParser:
 
 
 def _add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("serve", help="serve MCP (/mcp) over HTTP to network clients", parents=[common])
+    p = sub.add_parser(
+        "serve", help="serve ACP (/acp, HTTP and WebSocket) and MCP (/mcp) to network clients", parents=[common]
+    )
     p.add_argument("--listen", metavar="HOST:PORT", help="where to listen (default: 127.0.0.1:8765, loopback only)")
     p.add_argument("--cwd", metavar="DIR", help="working directory of the tools (default: the current directory)")
     p.add_argument(

@@ -65,8 +65,8 @@ async def serve(env: Env, *args: str, token: str | None = TOKEN, environ: dict[s
                 for line in done:
                     text = line.decode()
                     lines.append(text)
-                    if "serving MCP at " in text:
-                        served = Served(text.split("serving MCP at ")[1].removesuffix("/mcp"), process, lines)
+                    if " and MCP at " in text:
+                        served = Served(text.split(" and MCP at ")[1].removesuffix("/mcp"), process, lines)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_drain, process, lines, buffer)
             yield served

@@ -27,7 +27,7 @@ from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from awaken_stdio.protocols.http.connection import Connection, Stream
+from awaken_stdio.protocols.http.mcp_connection import Connection, Stream
 from awaken_stdio.protocols.mcp.wire import MODERN_VERSIONS, PROTOCOL_VERSION_KEY
 
 if TYPE_CHECKING:

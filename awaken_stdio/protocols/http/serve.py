@@ -1,7 +1,8 @@
-"""``awaken-stdio serve``: one process, one app, many network clients (MCP at ``/mcp``; ACP at ``/acp``).
+"""``awaken-stdio serve``: one process, one app, many network clients (ACP at ``/acp``, MCP at ``/mcp``).
 
-Why uvicorn and Starlette: the ``mcp`` package already depends on them (and on sse-starlette), so serving adds no
-dependency; uvicorn's limits (concurrent connections, keep-alive) and Starlette's routing are all this needs, and
+Why uvicorn and Starlette: the ``mcp`` package already depends on them (and on sse-starlette); the one addition is
+``websockets``, uvicorn's WebSocket implementation (and the ACP SDK's client's). uvicorn's limits (connections,
+keep-alive, WebSocket message size) and Starlette's routing are all this needs, and
 every request passes the :class:`~awaken_stdio.protocols.http.guard.Guard` first. None of it is imported by the stdio
 modes. Loopback by default; another address is served too, with a warning when nothing says TLS is in front.
 """
@@ -17,10 +18,11 @@ from typing import TYPE_CHECKING
 import anyio
 import uvicorn
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from awaken_stdio.app.startup import Startup
 from awaken_stdio.contract.errors import UsageError
+from awaken_stdio.protocols.http.acp_http import AcpEndpoint
 from awaken_stdio.protocols.http.guard import Guard, Policy, allowed_hosts, is_loopback
 from awaken_stdio.protocols.http.mcp_http import McpEndpoint
 from awaken_stdio.protocols.http.token import load_token
@@ -93,7 +95,12 @@ async def _serve(startup: Startup, settings: Settings, listen: Listen, policy: P
 
     async with open_app(settings) as app, anyio.create_task_group() as tg:
         mcp = McpEndpoint(startup, app, tg)
-        routes = [Route("/mcp", mcp.handle, methods=["GET", "POST", "DELETE"])]
+        acp = AcpEndpoint(startup, app, tg)
+        routes = [
+            Route("/mcp", mcp.handle, methods=["GET", "POST", "DELETE"]),
+            Route("/acp", acp.handle, methods=["GET", "POST", "DELETE"]),
+            WebSocketRoute("/acp", acp.socket),
+        ]
         asgi = Guard(Starlette(routes=routes), policy)
         config = uvicorn.Config(
             asgi,
@@ -104,16 +111,19 @@ async def _serve(startup: Startup, settings: Settings, listen: Listen, policy: P
             lifespan="off",
             limit_concurrency=MAX_CONNECTIONS,
             timeout_keep_alive=KEEP_ALIVE_S,
-            ws="none",
+            ws="websockets-sansio",
+            ws_max_size=MAX_BODY,
             server_header=False,
         )
         server = uvicorn.Server(config)
         tg.start_soon(mcp.reap)
+        tg.start_soon(acp.reap)
         tg.start_soon(_announce, server)
         try:
             await server.serve()
         finally:
             mcp.close()
+            acp.close()
             tg.cancel_scope.cancel()
     return 0
 
@@ -126,4 +136,4 @@ async def _announce(server: uvicorn.Server) -> None:
         for sock in listener.sockets:
             host, port = sock.getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host
-            _say(f"serving MCP at http://{shown}:{port}/mcp")
+            _say(f"serving ACP at http://{shown}:{port}/acp (and ws://) and MCP at http://{shown}:{port}/mcp")

@@ -90,7 +90,7 @@ PYTHONPATH="$HERE:$REPO" setsid "$PYTHON" -m awaken_stdio serve --config "$work/
     >"$work/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 100); do
-    grep -q "serving MCP at" "$work/server.log" 2>/dev/null && break
+    grep -q "serving ACP at" "$work/server.log" 2>/dev/null && break
     sleep 0.1
 done
 
