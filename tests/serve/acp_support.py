@@ -22,11 +22,12 @@ from tests.serve.support import TOKEN, Served
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def acp_env(tmp_path: Path, turns: list[dict[str, Any]], *, agent: str = "") -> Env:
-    """The stdio ACP tests' config (scripted agent ``coder``, the default) as an ``Env`` ``serve`` can run."""
+def acp_env(tmp_path: Path, turns: list[dict[str, Any]]) -> Env:
+    """The stdio ACP tests' config (scripted agent ``coder``, the default) as an ``Env`` ``serve`` can run, with
+    the MCP tests' tools (``mark``: a side effect that asks)."""
     (tmp_path / "cfg").mkdir()
     (tmp_path / "work").mkdir()
-    config = write_config(tmp_path / "cfg", turns, agent=agent)
+    config = write_config(tmp_path / "cfg", turns, models='[tools]\nmodules = ["mcp_test_tools"]\n')
     return Env(tmp_path, config, f"sqlite:///{tmp_path / 'awaken.db'}", (tmp_path / "work").resolve())
 
 
@@ -47,6 +48,11 @@ class Remote:
         with anyio.fail_after(30):
             return (await self.conn.prompt(session_id=session_id, prompt=[text_block(text)])).stop_reason
 
+    async def raw(self, method: str, params: dict[str, Any]) -> Any:
+        """A request the SDK has no method for (``session/attach``)."""
+        with anyio.fail_after(20):
+            return await self.conn._conn.send_request(method, params)
+
     def texts(self, kind: str, session_id: str | None = None) -> list[str]:
         """The text of every ``kind`` update (e.g. ``agent_message_chunk``), joined per message."""
         return [u["content"]["text"] for u in self.wire.updates(session_id) if u["sessionUpdate"] == kind]
@@ -54,7 +60,7 @@ class Remote:
 
 @asynccontextmanager
 async def remote(served: Served, kind: str, workspace: Path, client: TestClient | None = None,
-                 ) -> AsyncGenerator[Remote]:  # fmt: skip
+                 name: str = "acp-remote-test") -> AsyncGenerator[Remote]:  # fmt: skip
     """An initialized SDK client connection over ``kind``; closed (a disconnect) when the block ends."""
     client = client or TestClient(workspace)
     wire = WireLog()
@@ -69,7 +75,7 @@ async def remote(served: Served, kind: str, workspace: Path, client: TestClient 
                 await conn.initialize(
                     protocol_version=1,
                     client_capabilities=ClientCapabilities(),
-                    client_info=Implementation(name="acp-remote-test", version="0.1"),
+                    client_info=Implementation(name=name, version="0.1"),
                 )
             yield Remote(conn, client, wire, workspace)
         finally:

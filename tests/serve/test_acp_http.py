@@ -63,6 +63,8 @@ async def test_http_routing_errors(tmp_path: Path) -> None:
         assert (await http.post(url, json=ping, headers={"acp-connection-id": "nope"})).status_code == 404
         opened = await http.post(url, json=init)
         assert opened.status_code == 200 and opened.json()["result"]["protocolVersion"] == 1
+        sessions = opened.json()["result"]["agentCapabilities"]["sessionCapabilities"]
+        assert sessions["attach"] == {"roles": ["controller", "observer"]}  # several clients per session
         connection = {"acp-connection-id": opened.headers["acp-connection-id"]}
         prompt = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": "s", "prompt": []}}
         assert (await http.post(url, json=prompt, headers=connection)).status_code == 400  # no Acp-Session-Id

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from awaken_stdio.protocols.http.acp_connection import AcpConnection, Outbox
+from awaken_stdio.protocols.http.attach import Hub
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App
@@ -57,6 +58,7 @@ class AcpEndpoint:
         self._app = app
         self._group = group
         self._connections: dict[str, AcpConnection] = {}
+        self._hub = Hub()  # who is on which session, across connections
 
     async def handle(self, request: Request) -> Response:
         connection_id = request.headers.get(CONNECTION_HEADER)
@@ -110,7 +112,7 @@ class AcpEndpoint:
             self._end(connection)
 
     def _start(self, *, multiplex: bool) -> AcpConnection:
-        connection = AcpConnection(self._startup, self._app, multiplex=multiplex)
+        connection = AcpConnection(self._startup, self._app, self._hub, multiplex=multiplex)
         self._connections[connection.id] = connection
         self._group.start_soon(connection.run)
         return connection
