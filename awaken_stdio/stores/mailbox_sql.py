@@ -286,6 +286,9 @@ class SqlMailbox(MailboxBase):
     async def _read(self, fn: Op[T]) -> T:
         return await self._store._read(lambda tx: fn(_SqlTable(tx, self._dialect)))
 
+    async def _nudge(self) -> None:
+        await self._store.nudge()
+
 
 def table_in(tx: Tx, dialect: Dialect) -> MailboxTable:
     """The mailbox's rows inside the caller's transaction (a claim that loads the thread it claims, in one)."""
