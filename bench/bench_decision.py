@@ -1,8 +1,9 @@
 """Decision to effect across two processes: a holder process keeps a run waiting live (its one call asks); this
 process records the approval (``App.decide``, as ``runs approve`` does) and the time is taken until the holder's tool
-has written its line. The holder learns of the decision by polling the mailbox (``poll_every_s``, 0.2 s by default),
-so the figure is what a LISTEN/NOTIFY wake-up would cut. SQLite always; PostgreSQL when ``AWAKEN_STDIO_TEST_PG``
-names a server (a scratch database per round, dropped afterwards)."""
+has written its line. On PostgreSQL the holder is told at once (the decider's NOTIFY wakes its poller); on SQLite
+it finds the decision at its next poll (``poll_every_s``, 0.2 s by default), so the two figures differ by that wait.
+SQLite always; PostgreSQL when ``AWAKEN_STDIO_TEST_PG`` names a server (a scratch database per round, dropped
+afterwards)."""
 
 from __future__ import annotations
 
