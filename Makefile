@@ -44,7 +44,7 @@ pg-down:
 node-tools:
 	@scripts/node-tools.sh
 
-# The official MCP conformance kit against `awaken-stdio mcp` through a stdio-to-HTTP bridge; passes when every
+# The official MCP conformance kit against `awaken-stdio serve` over HTTP, directly; passes when every
 # failure is in tests/e2e/conformance/expected-failures.yml. Results in .node/conformance-results/.
 conformance: $(PY)
 	@PYTHON=$(abspath $(PY)) tests/e2e/conformance/run.sh

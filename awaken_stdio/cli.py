@@ -500,6 +500,12 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     return serve(args)
 
 
+def _serve_http(args: argparse.Namespace) -> int:
+    from awaken_stdio.protocols.http.serve import serve
+
+    return serve(args)
+
+
 def _chat(args: argparse.Namespace) -> int:
     from awaken_stdio.chat import main as chat_main
 
@@ -521,6 +527,7 @@ def _logout(args: argparse.Namespace) -> int:
 _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     ("acp", None): _serve_acp,
     ("mcp", None): _serve_mcp,
+    ("serve", None): _serve_http,
     ("chat", None): _chat,
     ("runs", "list"): _runs_list,
     ("runs", "show"): _runs_show,

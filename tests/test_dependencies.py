@@ -49,7 +49,7 @@ def test_the_otel_extra_exports_traces_over_otlp() -> None:
     """``OTEL_TRACES_EXPORTER=otlp`` (default protocol http/protobuf) needs the exporter the extra installs."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    from awaken_stdio.runtime.observability import otel_from_env
+    from awaken_stdio.runtime.otel import otel_from_env
 
     provider = otel_from_env({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
     assert provider is not None

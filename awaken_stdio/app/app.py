@@ -327,7 +327,7 @@ async def open_app(
     picks up other processes' queued work."""
     from awaken_stdio.app.assemble import assemble_runtime
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
-    from awaken_stdio.runtime.observability import otel_from_env
+    from awaken_stdio.runtime.otel import otel_from_env
     from awaken_stdio.stores import open_store
 
     config = settings.loaded.config

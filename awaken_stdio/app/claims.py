@@ -36,6 +36,7 @@ __all__ = [
     "consumer_id",
     "owner_is_dead",
     "record_outcome",
+    "requeue_dead",
     "settle_failure",
 ]
 
@@ -77,6 +78,14 @@ def owner_is_dead(owner: str) -> bool:
     except PermissionError:
         return False
     return False
+
+
+async def requeue_dead(mailbox: MailboxStore, d: RunDispatch, now: int) -> None:
+    """Requeue a claim whose owner process died (:func:`owner_is_dead`) at once, not when its lease lapses."""
+    try:
+        await mailbox.nack(d.dispatch_id, d.claim_token or "", now, f"owner {d.claimed_by} died", now)
+    except VersionConflict:
+        pass  # someone else requeued it first
 
 
 def classify_error(exc: BaseException) -> ErrorClass:

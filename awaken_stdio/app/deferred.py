@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 import anyio
@@ -42,8 +42,10 @@ class DeferredApp:
         on_config_error: Callable[[ConfigError], None],
         serving: Callable[[App, Settings], AbstractAsyncContextManager[None]],
         timeout_s: float | None = None,
+        lent: App | None = None,
     ) -> None:
         self._settings = settings
+        self._lent = lent  # an app already open (``serve``: one app under many connections), used, never closed
         self._failure = failure
         self._on_config_error = on_config_error
         self._serving = serving
@@ -102,10 +104,8 @@ class DeferredApp:
             return
         if self._closing.is_set():
             return
-        from awaken_stdio.app.app import open_app
-
         try:
-            async with open_app(settings) as app, self._serving(app, settings):
+            async with self._open(settings) as app, self._serving(app, settings):
                 self._app = app
                 self._settled.set()
                 await self._closing.wait()
@@ -115,6 +115,13 @@ class DeferredApp:
         finally:
             self._app = None
             self._settled.set()
+
+    def _open(self, settings: Settings) -> AbstractAsyncContextManager[App]:
+        if self._lent is not None:
+            return nullcontext(self._lent)
+        from awaken_stdio.app.app import open_app
+
+        return open_app(settings)
 
 
 class _Announcing(anyio.abc.ByteSendStream):

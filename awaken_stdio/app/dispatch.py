@@ -32,6 +32,7 @@ from awaken_stdio.app.claims import (
     consumer_id,
     owner_is_dead,
     record_outcome,
+    requeue_dead,
     settle_failure,
 )
 from awaken_stdio.app.verdicts import not_waiting, refuse_blind_reruns
@@ -85,19 +86,19 @@ class MailboxService:
             if c.dispatch_queued:
                 await self.sweep()
             tg.start_soon(self._every, c.renew_every_s, self.renew)
-            tg.start_soon(self._every, c.poll_every_s, self.poll)
+            tg.start_soon(self._every, c.poll_every_s, self.poll, True)  # early when the mailbox is nudged
             if c.dispatch_queued:
                 tg.start_soon(self._every, c.sweep_every_s, self.sweep)
                 tg.start_soon(self._every, c.gc_every_s, self.collect)
             task_status.started()
 
-    async def _every(self, seconds: float, fn: Callable[[], Awaitable[Any]]) -> None:
+    async def _every(self, seconds: float, fn: Callable[[], Awaitable[Any]], nudged: bool = False) -> None:
         while True:
             try:
                 await fn()
             except StoreError:
                 log.warning("mailbox: %s failed", fn.__name__, exc_info=True)
-            await anyio.sleep(seconds)
+            await (self.mailbox.wakeup.wait(seconds) if nudged else anyio.sleep(seconds))
 
     async def renew(self) -> None:
         """Extend the lease of every held claim; a claim that was lost (interrupted, reclaimed) cancels its run."""
@@ -134,16 +135,10 @@ class MailboxService:
         await self.mailbox.reclaim_expired_leases(now, 1000)
         for d in await self.mailbox.list_claimed():
             if d.claimed_by and owner_is_dead(d.claimed_by):
-                await self._requeue_dead(d, now)
+                await requeue_dead(self.mailbox, d, now)
 
     async def collect(self) -> None:
         await self.mailbox.purge_terminal(now_ms() - self.config.retain_terminal_ms)
-
-    async def _requeue_dead(self, d: RunDispatch, now: int) -> None:
-        try:
-            await self.mailbox.nack(d.dispatch_id, d.claim_token or "", now, f"owner {d.claimed_by} died", now)
-        except VersionConflict:
-            pass  # someone else requeued it first
 
     # -- what the app calls -------------------------------------------------------------------------------------
 
@@ -377,19 +372,19 @@ class MailboxService:
                         if record is not None and current.run_error:
                             raise await self.not_waiting(record, row.dispatch_id)
                     elif carried_out and current is not None:
-                        await anyio.sleep(c.poll_every_s)
+                        await mb.wakeup.wait(c.poll_every_s)
                         continue
                     return None  # taken over by the holder (or already carried out by it)
                 holders = await mb.list_dispatches(row.thread_id, ["claimed"])
                 for h in holders:
                     if h.claimed_by and owner_is_dead(h.claimed_by):
-                        await self._requeue_dead(h, now)
+                        await requeue_dead(self.mailbox, h, now)
                 if any((h.lease_until or 0) < now for h in holders):
                     await mb.reclaim_expired_leases(now, 1000)
                 claimed = await mb.claim_dispatch(row.dispatch_id, self.consumer, c.lease_ms, now)
                 if claimed is not None:
                     return claimed
-                await anyio.sleep(c.poll_every_s)
+                await mb.wakeup.wait(c.poll_every_s)
         return None
 
     async def _await_early(self, record: RunRecord, row: RunDispatch) -> None:
@@ -409,7 +404,7 @@ class MailboxService:
                         assert latest is not None
                         raise await self.not_waiting(latest, row.dispatch_id)
                     return  # it still waits: the row stays queued for whoever holds the run next
-                await anyio.sleep(self.config.poll_every_s)
+                await self.mailbox.wakeup.wait(self.config.poll_every_s)
 
     async def not_waiting(self, record: RunRecord, ours: str | None = None) -> InvalidResume:
         """Why a decision cannot apply: the run moved on, and who moved it (``verdicts.not_waiting``)."""

@@ -33,6 +33,7 @@ from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message, message_from_json, message_to_json
 from awaken_stdio.contract.suspension import ToolCallResume
+from awaken_stdio.contract.wakeup import Wakeup
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -318,6 +319,12 @@ class MailboxStore(Protocol):
     missing row with ``NotFound``; a claim whose epoch is stale (the thread was interrupted) is superseded and
     refused with ``VersionConflict``.
     """
+
+    @property
+    def wakeup(self) -> Wakeup:
+        """Set after a write another holder may act on: here in this process; on PostgreSQL in every process
+        sharing the database (LISTEN/NOTIFY). Pollers wait on it instead of sleeping."""
+        ...
 
     # -- queue ------------------------------------------------------------------------------------------------
 

@@ -13,37 +13,29 @@ Spans are parented through explicit contexts kept per run id, never through the 
 loop runs hooks in tasks of their own, where an attached context would leak or vanish. A run whose inference fails
 ends without ``run_end`` today; its open spans end (as errors) through :meth:`ObservabilityPlugin.on_run_failed`
 when the loop calls it, else when the next run on the same thread starts.
-
-A run whose services hold a client's W3C trace context (:data:`TRACE_CONTEXT`, a :class:`TraceContext` made from
-the ``_meta`` of the request that started it: ``traceparent``, ``tracestate``, ``baggage``) gets its
-``invoke_agent`` span under that parent, and the context records the span, so the requests made on the run's
-behalf (ACP permission, file and terminal requests) carry it on. Without OpenTelemetry the received fields are
-passed on unchanged, and a request without them costs nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from awaken_stdio.contract.errors import ProviderError
 from awaken_stdio.contract.inference import InferenceRequest, TokenUsage
 from awaken_stdio.contract.tools import ToolResult
+from awaken_stdio.runtime import otel
+from awaken_stdio.runtime.otel import TRACE_CONTEXT, TraceContext
 from awaken_stdio.runtime.plugins import Phase, PhaseContext, Plugin, PluginRegistrar
 from awaken_stdio.runtime.runtime_keys import RUN_LIFECYCLE
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
+    pass
 
 __all__ = [
-    "TRACE_CONTEXT",
     "AgentMetrics",
     "InMemorySink",
     "InferenceEvent",
@@ -52,8 +44,6 @@ __all__ = [
     "MetricsSink",
     "ObservabilityPlugin",
     "ToolEvent",
-    "TraceContext",
-    "otel_from_env",
 ]
 
 log = logging.getLogger(__name__)
@@ -194,141 +184,6 @@ class LogSink:
         )
 
 
-# -- OpenTelemetry, when installed --------------------------------------------------------------------------------
-
-
-def _sdk_disabled(env: Mapping[str, str]) -> bool:
-    return env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
-
-
-@cache
-def _trace_api() -> ModuleType | None:
-    """``opentelemetry.trace``, or ``None`` without the ``otel`` extra (tests replace this to simulate that)."""
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return None
-    return trace
-
-
-def _propagate() -> ModuleType | None:
-    """``opentelemetry.propagate`` (the globally configured propagators, W3C trace context and baggage by default),
-    or ``None`` without the ``otel`` extra."""
-    return _propagate_module() if _trace_api() is not None else None
-
-
-@cache
-def _propagate_module() -> ModuleType | None:
-    try:
-        from opentelemetry import propagate
-    except ImportError:
-        return None
-    return propagate
-
-
-# -- W3C trace context across a protocol boundary -----------------------------------------------------------------
-
-TRACE_CONTEXT = "trace_context"  # the run service holding a client's trace context (a TraceContext)
-_W3C_FIELDS = ("traceparent", "tracestate", "baggage")
-
-
-@dataclass(slots=True)
-class TraceContext:
-    """The W3C trace context a client sent with a request (the root keys ``traceparent``, ``tracestate`` and
-    ``baggage`` of its ``_meta``), and the OpenTelemetry context of the run span made under it (``span``, set by
-    :class:`ObservabilityPlugin` when it traces)."""
-
-    carrier: dict[str, str]
-    span: Any = None
-
-    @staticmethod
-    def of(meta: Any) -> TraceContext | None:
-        """The trace context in a request's ``_meta``; ``None`` without a ``traceparent`` (nothing to carry)."""
-        if not isinstance(meta, dict) or not isinstance(meta.get("traceparent"), str):
-            return None
-        return TraceContext({k: v for k in _W3C_FIELDS if isinstance(v := meta.get(k), str)})
-
-    def parent(self) -> Any:
-        """The OpenTelemetry context to start the run's span in (``None`` without OpenTelemetry)."""
-        propagate = _propagate()
-        return propagate.extract(self.carrier) if propagate is not None else None
-
-    def outgoing(self) -> dict[str, str]:
-        """The fields for a request made on the run's behalf: its span's context when it is traced, else the ones
-        received, passed on as they came."""
-        if self.span is not None:
-            propagate = _propagate()
-            if propagate is not None:
-                carrier: dict[str, str] = {}
-                propagate.inject(carrier, context=self.span)
-                if carrier.get("traceparent"):
-                    return carrier
-        return dict(self.carrier)
-
-
-def otel_from_env(environ: Mapping[str, str] | None = None) -> TracerProvider | None:
-    """A ``TracerProvider`` exporting as the standard ``OTEL_*`` variables ask, or ``None`` when they ask nothing.
-
-    Tracing is on only when ``OTEL_TRACES_EXPORTER`` names exporters (``otlp``, ``console``; ``none`` = off) or,
-    without it, an ``OTEL_EXPORTER_OTLP_ENDPOINT``/``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set; never under
-    ``OTEL_SDK_DISABLED=true`` or without the SDK. ``otlp`` needs ``opentelemetry-exporter-otlp`` (its protocol from
-    ``OTEL_EXPORTER_OTLP[_TRACES]_PROTOCOL``, default ``http/protobuf``; the exporter reads endpoint, headers and
-    timeout itself). ``console`` writes to stderr: stdout carries the protocol. The sampler, batch and resource
-    variables are the SDK's own. Call ``shutdown()`` on the result at exit to flush.
-    """
-    env = os.environ if environ is None else environ
-    if _sdk_disabled(env):
-        return None
-    names = [n.strip().lower() for n in env.get("OTEL_TRACES_EXPORTER", "").split(",") if n.strip()]
-    if not names and (env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
-        names = ["otlp"]
-    if not names or names == ["none"]:
-        return None
-    try:
-        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-    except ImportError:
-        log.warning("OTEL_* asks for traces but the OpenTelemetry SDK is missing: pip install 'awaken-stdio[otel]'")
-        return None
-    resource = Resource.create()
-    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({SERVICE_NAME: "awaken-stdio"}))
-    provider = TracerProvider(resource=resource)
-    exporters: list[Any] = []
-    for name in names:
-        if name == "console":
-            exporters.append(ConsoleSpanExporter(out=sys.stderr))
-        elif name == "otlp":
-            protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-            exporter = _otlp_exporter((protocol or "http/protobuf").strip().lower())
-            if exporter is not None:
-                exporters.append(exporter)
-        elif name != "none":
-            log.warning("OTEL_TRACES_EXPORTER: unsupported exporter %r (use otlp or console)", name)
-    if not exporters:
-        return None
-    for exporter in exporters:
-        provider.add_span_processor(BatchSpanProcessor(exporter))
-    return provider
-
-
-def _otlp_exporter(protocol: str) -> Any:
-    try:
-        if protocol == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # pyright: ignore[reportMissingImports]
-                OTLPSpanExporter,  # not in the otel extra: the user installs it to export
-            )
-        else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-                OTLPSpanExporter,
-            )
-    except ImportError:
-        log.warning("OTLP traces need the exporter: pip install opentelemetry-exporter-otlp")
-        return None
-    return OTLPSpanExporter()
-
-
 # -- the plugin ---------------------------------------------------------------------------------------------------
 
 
@@ -378,9 +233,9 @@ class ObservabilityPlugin(Plugin):
     ) -> None:
         self.sink = sink
         self.providers = dict(providers or {})
-        self._api: Any = _trace_api()  # opentelemetry.trace, or None (then no tracer and no span is ever made)
+        self._api: Any = otel.trace_api()  # opentelemetry.trace, or None (then no tracer and no span is ever made)
         self._tracer: Any = None
-        if self._api is not None and (tracer_provider is not None or not _sdk_disabled(os.environ)):
+        if self._api is not None and (tracer_provider is not None or not otel.sdk_disabled(os.environ)):
             provider = tracer_provider or self._api.get_tracer_provider()
             self._tracer = provider.get_tracer(_SCOPE)
         self._runs: dict[str, _Run] = {}

@@ -158,6 +158,17 @@ class SqlStore(BaseStore, Store):
     def mailbox(self) -> MailboxStore:  # pyright: ignore[reportIncompatibleMethodOverride]  # read-only, as declared
         return SqlMailbox(self, self.dialect)
 
+    async def nudge(self) -> None:
+        """The mailbox changed in a way another holder may act on: wake this process's pollers, and tell the other
+        processes on this database (``announce``)."""
+        self.mailbox.wakeup.set()
+        await self.announce()
+
+    async def announce(self) -> None:
+        """Tell the other processes on this database that the mailbox changed (SQLite: nothing to tell them with;
+        their pollers find it at their next tick)."""
+        return None
+
     async def _write(self, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
         """Run ``fn`` in one write transaction, retried as a whole on transient contention."""
         raise NotImplementedError
@@ -219,6 +230,8 @@ class SqlStore(BaseStore, Store):
         row, read = await self._write(both)
         if isinstance(row, Refused):
             raise row.error
+        if row is not None and row.status == "queued":
+            await self.nudge()  # a decision for the thread's holder, wherever it runs
         return row, await self._thread_read(thread_id, held, known, read) if read is not None else None
 
     async def _load(self, thread_id: str, effects: bool) -> ThreadForRun:

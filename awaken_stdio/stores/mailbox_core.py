@@ -30,6 +30,7 @@ from awaken_stdio.contract.mailbox import (
     RunDispatch,
 )
 from awaken_stdio.contract.stores import RunRecord
+from awaken_stdio.contract.wakeup import Wakeup
 
 __all__ = ["ACTIVE", "MailboxBase", "MailboxTable", "Refused", "check_fence", "enqueue_and_claim_op", "settle_with"]
 
@@ -231,6 +232,22 @@ def enqueue_and_claim_op(
 class MailboxBase(MailboxStore):
     """Every mailbox operation, over the backend's ``_write``/``_read``."""
 
+    _wakeup: Wakeup | None = None
+
+    @property
+    def wakeup(self) -> Wakeup:
+        if self._wakeup is None:
+            self._wakeup = Wakeup()
+        return self._wakeup
+
+    async def _nudge(self) -> None:
+        """After a write another holder may act on: wake the pollers (a backend shared by processes tells them)."""
+        self.wakeup.set()
+
+    async def _nudged(self, result: T) -> T:
+        await self._nudge()
+        return result
+
     async def _write(self, fn: Op[T]) -> T:
         raise NotImplementedError
 
@@ -258,7 +275,10 @@ class MailboxBase(MailboxStore):
     async def enqueue_and_claim(
         self, dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, *, queue_if_busy: bool = True
     ) -> RunDispatch | None:
-        return await self._change(enqueue_and_claim_op(dispatch, consumer, lease_ms, now, queue_if_busy))
+        row = await self._change(enqueue_and_claim_op(dispatch, consumer, lease_ms, now, queue_if_busy))
+        if row is not None and row.status == "queued":
+            await self._nudge()  # a decision (or work) for whoever holds the thread
+        return row
 
     async def claim(self, thread_id: str, consumer: str, lease_ms: int, now: int, limit: int = 1) -> list[RunDispatch]:
         async def op(t: MailboxTable) -> list[RunDispatch]:
@@ -318,7 +338,7 @@ class MailboxBase(MailboxStore):
             dst.dispatch_instance_id, dst.run_status = consumer, "running"
             return await _put(t, dst)
 
-        return await self._change(op)
+        return await self._nudged(await self._change(op))
 
     async def _settle(
         self, dispatch_id: str, token: str, now: int, change: Callable[[RunDispatch], None]
@@ -330,7 +350,7 @@ class MailboxBase(MailboxStore):
             change(d)
             return await _put(t, d)
 
-        return await self._change(op)
+        return await self._nudged(await self._change(op))
 
     async def ack(self, dispatch_id: str, claim_token: str, now: int) -> RunDispatch:
         return await self._settle(dispatch_id, claim_token, now, lambda d: _finish(d, "acked", now))
@@ -375,7 +395,7 @@ class MailboxBase(MailboxStore):
             _finish(d, "cancelled", now)
             return await _put(t, d)
 
-        return await self._change(op)
+        return await self._nudged(await self._change(op))
 
     async def extend_lease(self, dispatch_id: str, claim_token: str, extension_ms: int, now: int) -> bool:
         async def op(t: MailboxTable) -> bool:
@@ -402,7 +422,7 @@ class MailboxBase(MailboxStore):
                     superseded.append(await _put(t, r))
             return InterruptResult(epoch, active, superseded)
 
-        return await self._write(op)
+        return await self._nudged(await self._write(op))
 
     async def current_dispatch_epoch(self, thread_id: str) -> int:
         return await self._read(lambda t: t.epoch(thread_id))
@@ -415,7 +435,7 @@ class MailboxBase(MailboxStore):
             _finish(d, "superseded", now, reason)
             return await _put(t, d)
 
-        return await self._write(op)
+        return await self._nudged(await self._write(op))
 
     async def load_dispatch(self, dispatch_id: str) -> RunDispatch | None:
         return await self._read(lambda t: t.get(dispatch_id))

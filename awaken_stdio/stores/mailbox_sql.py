@@ -289,6 +289,9 @@ class SqlMailbox(MailboxBase):
     async def _write_urgent(self, fn: Op[T]) -> T:
         return await self._store._write_urgent(lambda tx: fn(_SqlTable(tx, self._dialect)))
 
+    async def _nudge(self) -> None:
+        await self._store.nudge()
+
 
 def table_in(tx: Tx, dialect: Dialect) -> MailboxTable:
     """The mailbox's rows inside the caller's transaction (a claim that loads the thread it claims, in one)."""

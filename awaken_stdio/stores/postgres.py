@@ -14,6 +14,7 @@ refused as "not an awaken-stdio database"): give it a database of its own, or a 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -31,6 +32,8 @@ T = TypeVar("T")
 RETRY = RetryPolicy(attempts=8)
 POOL_MAX_SIZE = 10
 CONNECT_TIMEOUT_S = 10.0
+MAILBOX_CHANNEL = "awaken_mailbox"  # NOTIFY after a mailbox write another process may act on
+log = logging.getLogger(__name__)
 MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(7241955873)"  # any constant shared by every awaken-stdio
 
 QUERIES = Queries(
@@ -180,6 +183,7 @@ class PostgresStore(SqlStore):
         self.url = url
         self._where = redact(url)
         self._pool = pool
+        self._listener: asyncpg.Connection | None = None  # LISTENs for the other processes' mailbox changes
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:
@@ -196,13 +200,42 @@ class PostgresStore(SqlStore):
                 return await migrate(tx, QUERIES, "postgres", where)
 
             store.schema_version = await store._write(migrate_locked)
+            await store._listen()
         except BaseException:
             await store.aclose()
             raise
         return store
 
     async def _close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
         await self._pool.close()
+
+    async def _listen(self) -> None:
+        """One connection of its own LISTENs on the mailbox channel: another process's decision, claim or settle
+        wakes this one's pollers at once. A listener that cannot connect leaves them polling, as before."""
+        try:
+            listener = await asyncpg.connect(self.url, timeout=int(CONNECT_TIMEOUT_S))
+        except _DRIVER_ERRORS as exc:
+            log.warning("PostgreSQL at %s: cannot LISTEN (%s); the mailbox is polled only", self._where, exc)
+            return
+        try:
+            await listener.add_listener(MAILBOX_CHANNEL, self._heard)
+        except _DRIVER_ERRORS as exc:
+            await listener.close()
+            log.warning("PostgreSQL at %s: cannot LISTEN (%s); the mailbox is polled only", self._where, exc)
+            return
+        self._listener = listener
+
+    def _heard(self, *_: object) -> None:
+        self.mailbox.wakeup.set()
+
+    async def announce(self) -> None:
+        async def attempt() -> None:
+            async with self._pool.acquire() as conn:
+                await conn.execute(f"NOTIFY {MAILBOX_CHANNEL}")
+
+        await self._guarded(attempt)
 
     async def _guarded(self, op: Callable[[], Awaitable[T]]) -> T:
         try:

@@ -14,15 +14,15 @@ from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.errors import ProviderError, ToolError
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.tools import ToolCallContext, ToolResult
-from awaken_stdio.runtime import observability
+from awaken_stdio.runtime import otel
 from awaken_stdio.runtime.observability import (
     InferenceEvent,
     InMemorySink,
     LogSink,
     ObservabilityPlugin,
     ToolEvent,
-    otel_from_env,
 )
+from awaken_stdio.runtime.otel import otel_from_env
 from awaken_stdio.runtime.plugins import PluginRegistrar
 from tests.runtime.helpers import AskPermission, FnTool, call, make_runtime, turn
 
@@ -349,7 +349,7 @@ async def test_log_sink_writes_one_line_per_run(caplog: pytest.LogCaptureFixture
 
 
 def test_without_opentelemetry_and_without_a_sink_no_hook_is_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(observability, "_trace_api", lambda: None)
+    monkeypatch.setattr(otel, "trace_api", lambda: None)
     obs = ObservabilityPlugin()
     registrar = PluginRegistrar()
     registrar.install(obs)
@@ -358,7 +358,7 @@ def test_without_opentelemetry_and_without_a_sink_no_hook_is_registered(monkeypa
 
 
 async def test_without_opentelemetry_the_sink_still_gets_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(observability, "_trace_api", lambda: None)
+    monkeypatch.setattr(otel, "trace_api", lambda: None)
     sink = InMemorySink()
     obs = ObservabilityPlugin(sink)
     runtime = make_runtime([turn("", call("lookup")), turn("done")], tools=[FnTool("lookup")], plugins=[obs])

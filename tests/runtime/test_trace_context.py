@@ -8,8 +8,9 @@ import pytest
 
 from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.messages import Message
-from awaken_stdio.runtime import observability
-from awaken_stdio.runtime.observability import TRACE_CONTEXT, ObservabilityPlugin, TraceContext
+from awaken_stdio.runtime import otel
+from awaken_stdio.runtime.observability import ObservabilityPlugin
+from awaken_stdio.runtime.otel import TRACE_CONTEXT, TraceContext
 from tests.runtime.helpers import make_runtime, turn
 
 try:
@@ -34,7 +35,7 @@ def test_only_a_request_with_a_traceparent_has_a_trace_context() -> None:
 
 
 async def test_without_opentelemetry_the_fields_pass_through(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(observability, "_trace_api", lambda: None)
+    monkeypatch.setattr(otel, "trace_api", lambda: None)
     trace = TraceContext.of(META)
     assert trace is not None and trace.parent() is None
     runtime = make_runtime([turn("done")], plugins=[ObservabilityPlugin()])

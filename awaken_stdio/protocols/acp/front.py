@@ -94,7 +94,9 @@ async def _serve(startup: Startup, unread: bytes, ended: bool, answered: Initial
 class AcpFront:
     """Answers ``initialize``; forwards every other method to the ``AcpServer`` of the app opened after that answer."""
 
-    def __init__(self, startup: Startup, peer: JsonRpcPeer, lifecycle: Lifecycle | None = None) -> None:
+    def __init__(
+        self, startup: Startup, peer: JsonRpcPeer, lifecycle: Lifecycle | None = None, *, shared: App | None = None
+    ) -> None:
         self.startup = startup
         self.peer = peer
         self.lifecycle = lifecycle or Lifecycle(peer)
@@ -102,12 +104,13 @@ class AcpFront:
         self.prompt_caps: dict[str, bool] = {}  # what the last initialize advertised
         self.server: AcpServer | None = None
         self.v2: V2Connection | None = None  # set while the connection speaks v2 (negotiated by initialize)
-        self.app = DeferredApp(
-            startup.settings,
+        self.app = DeferredApp(  # ``shared``: ``serve``'s one app under every connection, open already
+            (lambda: shared.settings) if shared is not None else startup.settings,
             failure=_could_not_start,
             on_config_error=self.lifecycle.fail,
             serving=self._serving,
             timeout_s=_APP_OPEN_TIMEOUT_S,
+            lent=shared,
         )
         peer.register("initialize", self.initialize)
         for method in {**REQUESTS, **v2.REQUESTS}:

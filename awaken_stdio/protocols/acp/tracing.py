@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from awaken_stdio.runtime.observability import TRACE_CONTEXT, TraceContext
+from awaken_stdio.runtime.otel import TRACE_CONTEXT, TraceContext
 
 __all__ = ["adopt_trace", "trace_meta", "with_meta"]
 

@@ -104,8 +104,10 @@ class McpServer:
         heartbeat_s: float = HEARTBEAT_S,
         watch_parent: bool = True,
         poll_s: float = 1.0,
+        shared: App | None = None,
     ) -> None:
         self.startup = startup
+        self.shared = shared  # ``serve``: the app every connection shares, already open (else opened here)
         self.peer = JsonRpcPeer(watch_parent=watch_parent)
         self.lifecycle = Lifecycle(self.peer)
         self.page_size = page_size
@@ -116,10 +118,11 @@ class McpServer:
         self._client_capabilities: dict[str, Any] = {}
         self._log_level: LogLevel | None = None
         self._gate = DeferredApp(
-            lambda: self._startup().settings(),
+            (lambda: shared.settings) if shared is not None else lambda: self._startup().settings(),
             failure=_could_not_start,
             on_config_error=self.lifecycle.fail,
             serving=self._serving,
+            lent=shared,
         )
         self._app: App | None = None
         self._runner: CallRunner | None = None
@@ -169,7 +172,9 @@ class McpServer:
         app.tool_listeners.append(self._on_app_tools_changed)
         self._rebuild_catalog()
         self._library = Library(app, self.peer, page_size=self.page_size, poll_s=self.poll_s)
-        mcp_sampling.attach(ClientModel(self.peer, self._handshake_capabilities))  # provider = "mcp_sampling"
+        own = self.shared is None  # the client's model serves a process of its own only, never a shared one
+        if own:
+            mcp_sampling.attach(ClientModel(self.peer, self._handshake_capabilities))  # provider = "mcp_sampling"
         try:
             async with anyio.create_task_group() as tg:
                 self._tasks = TaskBoard(app, self._library, tg)  # runs a tasks/update resumes go on in tg
@@ -177,7 +182,9 @@ class McpServer:
                 yield
                 tg.cancel_scope.cancel()
         finally:
-            mcp_sampling.attach(None)
+            app.tool_listeners.remove(self._on_app_tools_changed)
+            if own:
+                mcp_sampling.attach(None)
 
     def _startup(self) -> Startup:
         """The startup, or with no config file and no API key, one whose agent uses the client's model (if it

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make conformance`: the official MCP conformance kit (server mode, HTTP only) against `awaken-stdio mcp` through the
-# supergateway stdio-to-streamable-HTTP bridge (one child server per session), judged against the expected-failures
-# baseline. Exit 0 when every failing scenario is listed in expected-failures.yml and every listed one still fails.
+# `make conformance`: the official MCP conformance kit (server mode, HTTP only) against `awaken-stdio serve` directly,
+# judged against the expected-failures baseline. Exit 0 when every failing scenario is listed in expected-failures.yml
+# and every listed one still fails. The kit sends no Authorization header, so the server runs with --no-token (which
+# it accepts on loopback only); its Host and Origin checks stay on, and the kit's DNS-rebinding scenario tests them.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"
@@ -9,11 +10,11 @@ PYTHON="${PYTHON:-$REPO/.venv/bin/python}"
 eval "$("$REPO/scripts/node-tools.sh" --conformance)"
 
 work="$(mktemp -d)"
-bridge_pid=""
+server_pid=""
 cleanup() {
-    if [[ -n "$bridge_pid" ]]; then
-        kill -- "-$bridge_pid" 2>/dev/null || true
-        wait "$bridge_pid" 2>/dev/null || true
+    if [[ -n "$server_pid" ]]; then
+        kill -- "-$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
     fi
     rm -rf "$work"
 }
@@ -83,13 +84,13 @@ TOML
 base64 -d >"$work/pixel.png" <<<'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=='
 
 port="$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-server="'$PYTHON' -m awaken_stdio mcp --config '$work/config.toml' --store 'sqlite:///$work/store.db' --cwd '$work/cwd'"
-# Its own process group, so the bridge and every server it started end together.
-PYTHONPATH="$HERE:$REPO" setsid "$AWAKEN_TEST_NODE" "$AWAKEN_TEST_SUPERGATEWAY" --stdio "$server" \
-    --outputTransport streamableHttp --stateful --port "$port" --logLevel none >"$work/bridge.log" 2>&1 &
-bridge_pid=$!
+# Its own process group, so the server and every tool process it started end together.
+PYTHONPATH="$HERE:$REPO" setsid "$PYTHON" -m awaken_stdio serve --config "$work/config.toml" \
+    --store "sqlite:///$work/store.db" --cwd "$work/cwd" --listen "127.0.0.1:$port" --no-token \
+    >"$work/server.log" 2>&1 &
+server_pid=$!
 for _ in $(seq 100); do
-    (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    grep -q "serving ACP at" "$work/server.log" 2>/dev/null && break
     sleep 0.1
 done
 
@@ -100,5 +101,5 @@ set +e
     --expected-failures "$HERE/expected-failures.yml" -o "$results" "$@"
 rc=$?
 set -e
-[[ $rc -eq 0 ]] || { echo "--- bridge log ---" >&2; tail -n 40 "$work/bridge.log" >&2; }
+[[ $rc -eq 0 ]] || { echo "--- server log ---" >&2; tail -n 40 "$work/server.log" >&2; }
 exit $rc
