@@ -33,7 +33,7 @@ def _imported_top_level() -> dict[str, str]:
 def test_every_package_the_code_imports_is_declared() -> None:
     optional = PROJECT["optional-dependencies"]
     declared = {_name(r) for r in PROJECT["dependencies"]}
-    declared |= {_name(r) for extra in ("postgres", "otel") for r in optional[extra]}
+    declared |= {_name(r) for extra in ("postgres", "otel", "keyring") for r in optional[extra]}
     providers = importlib.metadata.packages_distributions()
     undeclared = {
         module: where
