@@ -322,19 +322,21 @@ class SqliteStore(SqlStore):
         if quiet < IDLE_CHECKPOINT_S:
             self._idle = loop.call_later(IDLE_CHECKPOINT_S - quiet, self._when_idle)
         else:
-            self._start_checkpoint()
+            self._start_checkpoint(idle=True)
 
-    def _start_checkpoint(self) -> None:
+    def _start_checkpoint(self, *, idle: bool = False) -> None:
         self._checkpointed = self._writes
-        self._checkpointing = asyncio.get_running_loop().create_task(self._checkpoint())
+        self._checkpointing = asyncio.get_running_loop().create_task(self._checkpoint(idle=idle))
 
-    async def _checkpoint(self) -> None:
+    async def _checkpoint(self, *, idle: bool = False) -> None:
         """Copy the WAL back (``PASSIVE``: beside the writer and the readers). Under sustained writing the WAL never
         restarts by itself (the writer has always appended past the copy by the time it ends), so past
-        ``WAL_BACKSTOP_PAGES`` the rest is copied by the writer's thread and the WAL truncated (``_truncate``)."""
+        ``WAL_BACKSTOP_PAGES`` the rest is copied by the writer's thread and the WAL truncated (``_truncate``). An
+        ``idle`` store's WAL is truncated too, all of it copied by then: a burst of writes leaves no file behind that
+        is as large as the burst (nothing to copy: no fsync, a moment of the writer's thread)."""
         try:
             row = await self._checkpointer.run(None, partial(_pragma, pragma="PRAGMA wal_checkpoint(PASSIVE)"))
-            if row is not None and row[1] >= WAL_BACKSTOP_PAGES:
+            if row is not None and (row[1] >= WAL_BACKSTOP_PAGES or (idle and row[1] > 0 and row[1] == row[2])):
                 await self._writer.run(None, _truncate)
         except Exception as exc:  # another process's checkpoint, a full disk: the next one tries again
             log.debug("background checkpoint of %s: %s", self.path, exc)

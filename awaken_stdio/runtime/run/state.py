@@ -110,7 +110,9 @@ class RunState:
             store.mailbox if store is not None and not store.url.startswith("memory:") else None
         )
         self.fence = Fence.of(activation.settle)  # the claim this run writes and acts under (None: not dispatched)
-        self.marking = anyio.Lock()  # effect marks are checkpoints: one at a time when calls run in parallel
+        # effect marks are checkpoints: one at a time when calls run in parallel; taken without a trip through the
+        # event loop when free (the usual case: one call per step), as the checkpoint it guards makes one anyway
+        self.marking = anyio.Lock(fast_acquire=True)
         self.open_effects = open_effects or []  # the ledger's open entries, read with the thread (``recover_effects``)
         self.behind: WriteBehind | None = None  # step checkpoints behind the loop (``AgentLoop.run``, durable stores)
         self.state = StateStore()
