@@ -21,23 +21,11 @@ import anyio
 from awaken_stdio.app.app import load_settings, open_app
 from awaken_stdio.contract.suspension import ToolCallResume
 from bench._process import close_process
+from tests.e2e.crash_tools import CONFIG
 
 ROOT = Path(__file__).resolve().parents[1]
 ROUNDS = 5
 SCRIPT = '{"turns": [{"text": "", "tool_calls": [{"name": "append_line", "arguments": {"line": "hello"}, "id": "c1"}]}, {"text": "done"}]}'  # noqa: E501
-CONFIG = """default_agent = "default"
-[models.demo]
-provider = "scripted"
-script = "script.json"
-[agents.default]
-model = "demo"
-tools = ["append_line"]
-[agents.default.permission]
-default = "ask"
-[tools]
-builtin = false
-modules = ["tests.e2e.crash_tools"]
-"""
 
 
 async def one_round(where: Path, store: str) -> float:

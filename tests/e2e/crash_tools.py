@@ -14,6 +14,22 @@ import time
 
 from awaken_stdio.tools.function import tool
 
+# The agent these tools serve in the crash tests and the decision bench: each call of append_line is asked about.
+CONFIG = """
+default_agent = "default"
+[models.demo]
+provider = "scripted"
+script = "script.json"
+[agents.default]
+model = "demo"
+tools = ["append_line"]
+[agents.default.permission]
+default = "ask"
+[tools]
+builtin = false
+modules = ["tests.e2e.crash_tools"]
+"""
+
 
 @tool(kind="edit", destructive=True)
 def append_line(line: str) -> str:

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.crash_tools import CONFIG
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,20 +32,6 @@ SCRIPT = {
         {"text": "done"},
     ]
 }
-CONFIG = """
-default_agent = "default"
-[models.demo]
-provider = "scripted"
-script = "script.json"
-[agents.default]
-model = "demo"
-tools = ["append_line"]
-[agents.default.permission]
-default = "ask"
-[tools]
-builtin = false
-modules = ["tests.e2e.crash_tools"]
-"""
 TIMEOUT_S = 30
 
 
