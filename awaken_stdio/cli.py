@@ -489,13 +489,13 @@ def _completion(args: argparse.Namespace) -> int:
 def _serve_acp(args: argparse.Namespace) -> int:
     if getattr(args, "auth", None) == "login":  # `acp login`: terminal authentication appended to the command
         return _login(args)
-    from awaken_stdio.protocols.acp.initialize import serve
+    from awaken_stdio.protocols.acp.entry import serve
 
     return serve(args)
 
 
 def _serve_mcp(args: argparse.Namespace) -> int:
-    from awaken_stdio.protocols.mcp.initialize import serve
+    from awaken_stdio.protocols.mcp.entry import serve
 
     return serve(args)
 

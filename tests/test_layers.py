@@ -110,8 +110,6 @@ def test_a_layer_loads_nothing_above_it(name: str, rank: int, tops: tuple[str, .
 KNOWN_CIRCLES = {
     frozenset({"stores._sql", "stores.mailbox_sql"}),
     frozenset({"runtime.run.calls", "runtime.run.finish", "runtime.run.state"}),
-    frozenset({"protocols.acp.front", "protocols.acp.initialize"}),
-    frozenset({"protocols.mcp.initialize", "protocols.mcp.server"}),
 }
 
 

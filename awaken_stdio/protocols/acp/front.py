@@ -65,7 +65,7 @@ _APP_CLOSE_GRACE_S = 5.0
 
 
 def run(startup: Startup, unread: bytes, ended: bool, answered: Initialized | None) -> int:
-    """Serve stdio until it ends or a stop signal, after ``initialize.serve`` read ``unread`` (and EOF if ``ended``)
+    """Serve stdio until it ends or a stop signal, after ``entry.serve`` read ``unread`` (and EOF if ``ended``)
     from it and gave the ``answered`` initialize, if any; the exit code (``Lifecycle.exit_code``)."""
     return anyio.run(_serve, startup, unread, ended, answered)
 

@@ -1,32 +1,30 @@
-"""ACP's ``initialize``: the answer (:func:`initialize`, one function for every path that gives it), and ``serve``, the
-``awaken-stdio acp`` entry, which gives it before the event loop starts.
+"""ACP's ``initialize``: the answer (:func:`initialize`, one function for every path that gives it); ``entry.serve``,
+the ``awaken-stdio acp`` entry, gives it before the event loop starts.
 
-``serve`` reads the config as TOML (``app/startup.py``), then the first line of input (``protocols/early.py``). A
-plain ``initialize`` request is answered from here with the standard library alone; then ``front.py`` starts the
-event loop, the JSON-RPC peer and the app with what was read and not answered, and adopts what this answer
-negotiated. Any other first line is left to the peer, whose answer it always was. Later ``initialize`` requests, and
-a first one whose params need pydantic's validation, are answered by ``AcpFront`` with the same :func:`initialize`.
+``entry.serve`` reads the config as TOML (``app/startup.py``), then the first line of input (``protocols/early.py``). A
+plain ``initialize`` request is answered with this module and the standard library alone; then ``front.py`` starts the
+event loop, the JSON-RPC peer and the app with what was read and not answered, and adopts what this answer negotiated.
+Any other first line is left to the peer, whose answer it always was. Later ``initialize`` requests, and a first one
+whose params need pydantic's validation, are answered by ``AcpFront`` with the same :func:`initialize`.
 
-What the answer says is read from the raw config: whether the default agent's model is usable (the description of
-the ``authMethods``, which every answer has) and what it accepts (``promptCapabilities``). A request for version 2 in
-v2's shape gets v2's answer (``v2/initialize.py``) and the connection speaks v2 from then on; every other request gets
-v1's, as always.
+What the answer says is read from the raw config: whether the default agent's model is usable (the description of the
+``authMethods``, which every answer has) and what it accepts (``promptCapabilities``). A request for version 2 in v2's
+shape gets v2's answer (``v2/initialize.py``) and the connection speaks v2 from then on; every other request gets v1's,
+as always.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from awaken_stdio.app.config_file import ConfigFile
-from awaken_stdio.app.startup import Startup, loaded_heavy_modules, model_problem, prompt_capabilities, server_info
+from awaken_stdio.app.startup import loaded_heavy_modules, model_problem, prompt_capabilities, server_info
 from awaken_stdio.protocols.acp.codes import AUTH_METHOD, LOGIN_METHOD, PROTOCOL_VERSION
 from awaken_stdio.protocols.acp.v2.initialize import asks_v2, initialize_v2
-from awaken_stdio.protocols.early import answer_first_request
 
-__all__ = ["Initialized", "auth_methods", "client_capabilities", "initialize", "serve"]
+__all__ = ["Initialized", "auth_methods", "client_capabilities", "initialize"]
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +39,6 @@ class Initialized:
     client: dict[str, Any]  # the request's clientCapabilities
     prompt_caps: dict[str, bool]  # the promptCapabilities the result advertised
     version: int = PROTOCOL_VERSION  # the protocol version negotiated (2 only when the client asked for it)
-
-
-def serve(args: argparse.Namespace) -> int:
-    """The CLI entry: serve until stdin ends or a stop signal; the exit code (``Lifecycle.exit_code``). A config
-    that cannot be read or validated, or a bad store URL, raises ``ConfigError`` (the CLI exits 2)."""
-    startup = Startup.from_args(args)
-    first = answer_first_request("initialize", lambda params: initialize(params, startup.file, validate=False))
-    if first is None:
-        return 0
-    from awaken_stdio.protocols.acp.front import run
-
-    return run(startup, *first)
 
 
 def initialize(

@@ -1,25 +1,23 @@
-"""MCP's ``initialize`` (the handshake era): the answer (:func:`initialize`, one function for every path that gives
-it), and ``serve``, the ``awaken-stdio mcp`` entry, which gives it before the event loop starts.
+"""MCP's ``initialize`` (the handshake era): the answer (:func:`initialize`, one function for every path that gives it);
+``entry.serve``, the ``awaken-stdio mcp`` entry, gives it before the event loop starts.
 
-``serve`` reads the config as TOML (``app/startup.py``), then the first line of input (``protocols/early.py``); a
-plain ``initialize`` is answered from here with the standard library alone, and ``server.py`` then starts the event
-loop, the peer and the app in the handshake era that answer opened. Any other first line (a request of the
-2026-07-28 era among them) is left to the peer, as are later ``initialize`` requests, which ``McpServer`` answers
-with the same :func:`initialize`. What the server says of itself (``CAPABILITIES``, ``INSTRUCTIONS``) lives here.
+``entry.serve`` reads the config as TOML (``app/startup.py``), then the first line of input (``protocols/early.py``); a
+plain ``initialize`` is answered with this module and the standard library alone, and ``server.py`` then starts the
+event loop, the peer and the app in the handshake era that answer opened. Any other first line (a request of the
+2026-07-28 era among them) is left to the peer, as are later ``initialize`` requests, which ``McpServer`` answers with
+the same :func:`initialize`. What the server says of itself (``CAPABILITIES``, ``INSTRUCTIONS``) lives here.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 from dataclasses import dataclass
 from typing import Any
 
-from awaken_stdio.app.startup import Startup, loaded_heavy_modules, server_info
-from awaken_stdio.protocols.early import answer_first_request
+from awaken_stdio.app.startup import server_info
 from awaken_stdio.protocols.mcp.wire import HANDSHAKE_VERSIONS
 
-__all__ = ["CAPABILITIES", "INSTRUCTIONS", "Initialized", "initialize", "serve"]
+__all__ = ["CAPABILITIES", "INSTRUCTIONS", "Initialized", "initialize"]
 
 log = logging.getLogger(__name__)
 
@@ -43,29 +41,6 @@ class Initialized:
     result: dict[str, Any]
     version: str
     capabilities: dict[str, Any]
-
-
-def serve(args: argparse.Namespace) -> int:
-    """The ``awaken-stdio mcp`` command: serve stdin/stdout until EOF or a stop signal; the exit code.
-
-    An unreadable config file, bad TOML or a bad store URL exits 2 before any output; a config that fails
-    validation exits 2 after the first answer (``ConfigError`` raised for the CLI).
-    """
-    startup = Startup.from_args(args)
-    first = answer_first_request("initialize", _early)
-    if first is None:
-        return 0
-    from awaken_stdio.protocols.mcp.server import run
-
-    return run(startup, *first)
-
-
-def _early(params: dict[str, Any] | None) -> Initialized | None:
-    answered = initialize(params or {}, validate=False)
-    if answered is not None:
-        log.info("serving the handshake protocol era")
-        log.debug("answering initialize; heavy modules loaded: %s", loaded_heavy_modules())
-    return answered
 
 
 def initialize(params: dict[str, Any], *, validate: bool = True) -> Initialized | None:

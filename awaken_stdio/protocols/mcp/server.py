@@ -504,7 +504,7 @@ def _could_not_start(problem: str | None) -> JsonRpcError:
 
 
 def run(startup: Startup, unread: bytes, ended: bool, answered: Initialized | None) -> int:
-    """Serve stdin/stdout until EOF or a stop signal, after ``initialize.serve`` read ``unread`` (and EOF if
+    """Serve stdin/stdout until EOF or a stop signal, after ``entry.serve`` read ``unread`` (and EOF if
     ``ended``) from it and gave the ``answered`` initialize, if any; the exit code."""
     return anyio.run(_serve_stdio, startup, unread, ended, answered, backend="asyncio")
 
