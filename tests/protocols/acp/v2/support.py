@@ -17,6 +17,8 @@ import anyio
 import anyio.abc
 import jsonschema
 
+from bench._process import close_process
+
 ROOT = Path(__file__).resolve().parents[4]
 SCHEMA = json.loads((ROOT / "schemas" / "acp" / "v2" / "schema.json").read_text())
 _DEFS = {"$defs": SCHEMA["$defs"]}
@@ -177,11 +179,6 @@ async def spawn_v2(command: list[str], cwd: Path, *, initialize: bool = True) ->
                 yield client
             finally:
                 if process.returncode is None:
-                    assert process.stdin is not None
-                    await process.stdin.aclose()
-                    with anyio.move_on_after(5):
-                        await process.wait()
-                    if process.returncode is None:
-                        process.kill()
+                    await close_process(process)
                 tg.cancel_scope.cancel()
         assert not client.errors, "\n".join(client.errors)
