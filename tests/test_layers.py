@@ -106,13 +106,6 @@ def test_a_layer_loads_nothing_above_it(name: str, rank: int, tops: tuple[str, .
     assert not above, f"importing the {name} layer loads {above}"
 
 
-# Circles older than this check (issue 29 removes them); the list may only shrink.
-KNOWN_CIRCLES = {
-    frozenset({"stores._sql", "stores.mailbox_sql"}),
-    frozenset({"runtime.run.calls", "runtime.run.finish", "runtime.run.state"}),
-}
-
-
 def _circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     """The strongly connected groups of more than one module (Tarjan's algorithm, iteratively)."""
     index: dict[str, int] = {}
@@ -158,6 +151,5 @@ def test_no_import_circle_between_modules() -> None:
                 target = target.rpartition(".")[0]
             if target in modules and target != module:
                 graph[module].add(target)
-    circles = set(_circles(graph))
-    assert circles <= KNOWN_CIRCLES, f"new import circles: {sorted(map(sorted, circles - KNOWN_CIRCLES))}"
-    assert circles >= KNOWN_CIRCLES, f"gone, drop from KNOWN_CIRCLES: {sorted(map(sorted, KNOWN_CIRCLES - circles))}"
+    circles = _circles(graph)
+    assert not circles, f"import circles: {sorted(map(sorted, circles))}"

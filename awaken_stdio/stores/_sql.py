@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 from awaken_stdio.contract.errors import VersionConflict
 from awaken_stdio.contract.ids import now_ms
@@ -47,6 +47,7 @@ from awaken_stdio.stores._codec import (
     record_to_json,
     session_from_json,
 )
+from awaken_stdio.stores._tx import Tx
 from awaken_stdio.stores.mailbox_core import Refused, check_fence, enqueue_and_claim_op
 from awaken_stdio.stores.mailbox_sql import SqlMailbox, open_effects_in, settle_in, table_in
 
@@ -54,20 +55,6 @@ __all__ = ["THREAD_COLUMNS", "Queries", "SqlStore", "Tx"]
 
 T = TypeVar("T")
 CACHED_THREADS = 16  # conversations kept decoded, most recently used first out
-
-
-class Tx(Protocol):
-    """One open transaction (or, for single-statement reads, one connection)."""
-
-    async def fetchone(self, sql: str, *args: Any) -> Sequence[Any] | None: ...
-
-    async def fetchall(self, sql: str, *args: Any) -> list[Sequence[Any]]: ...
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        """Run a statement; the number of rows it changed."""
-        ...
-
-    async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

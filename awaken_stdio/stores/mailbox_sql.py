@@ -27,7 +27,7 @@ from awaken_stdio.stores._codec import FAR, dumps, loads
 from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op, settle_with
 
 if TYPE_CHECKING:
-    from awaken_stdio.stores._sql import SqlStore, Tx
+    from awaken_stdio.stores._tx import Transactions, Tx
 
 __all__ = ["SqlMailbox", "open_effects_in", "settle_in", "table_in"]
 
@@ -276,7 +276,7 @@ class _SqlTable(MailboxTable):
 class SqlMailbox(MailboxBase):
     """The mailbox of an SQLite or PostgreSQL store, in the store's own transactions."""
 
-    def __init__(self, store: SqlStore, dialect: Dialect) -> None:
+    def __init__(self, store: Transactions, dialect: Dialect) -> None:
         self._store = store
         self._dialect: Dialect = dialect
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from functools import partial
 
 import anyio
 
@@ -27,13 +27,13 @@ from awaken_stdio.contract.activation import AgentRunResult
 from awaken_stdio.contract.errors import Fenced, InvalidResume, ProviderError, VersionConflict
 from awaken_stdio.contract.events import ErrorEvent, RunFinish, RunResult
 from awaken_stdio.contract.ids import new_id, now_ms
-from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import EffectRecord, Fence
 from awaken_stdio.contract.messages import Message, TextBlock, valid_text
-from awaken_stdio.contract.state import PersistedState, Snapshot, StateCommand
+from awaken_stdio.contract.state import PersistedState, StateCommand
 from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
 from awaken_stdio.runtime.plugins import Phase
+from awaken_stdio.runtime.run.behind import EndOfStep, WriteBehind
 from awaken_stdio.runtime.run.calls import CANCELLED_WITH_RUN, cancel_suspended, cancelled_calls
 from awaken_stdio.runtime.run.state import RunState
 from awaken_stdio.runtime.runtime_keys import RUN_LIFECYCLE, TOOL_CALL_STATES, LifecycleUpdate
@@ -41,7 +41,6 @@ from awaken_stdio.runtime.runtime_keys import RUN_LIFECYCLE, TOOL_CALL_STATES, L
 __all__ = [
     "CHECKPOINT_RETRIES",
     "WRITE_BEHIND_AFTER_S",
-    "WriteBehind",
     "cancel_stored",
     "checkpoint",
     "checkpoint_soon",
@@ -49,6 +48,7 @@ __all__ = [
     "finish_or_fail",
     "flush",
     "result",
+    "write_behind",
     "write_checkpoint",
 ]
 
@@ -59,20 +59,6 @@ CHECKPOINT_RETRIES = 8  # checkpoints lost to other writers' appends before givi
 # is written on its own: a model that answers within it costs no write of its own; a slow one has the step stored
 # while it thinks, at one write for a step that took far longer than the write
 WRITE_BEHIND_AFTER_S = 0.25
-
-
-@dataclass(frozen=True, slots=True)
-class EndOfStep:
-    """What a checkpoint taken at a step end holds, captured in O(1): the state is an immutable snapshot, so the
-    run record and the thread state are exported from it only when a write takes it (most step ends of a fast run
-    are superseded before any write starts)."""
-
-    upto: int  # messages[:upto]
-    state: Snapshot
-    steps: int
-    usage: TokenUsage
-    response: str
-    at: int
 
 
 def _end_of_step(run: RunState) -> EndOfStep:
@@ -134,53 +120,9 @@ async def checkpoint(run: RunState, *, settles: bool = False, marks: Sequence[Ef
         run.stored_count = written.expected_message_count + len(new)
 
 
-@dataclass(slots=True)
-class WriteBehind:
-    """The step checkpoints of one run on a durable store, written behind its loop by one writer task at a time.
-
-    The writer starts ``WRITE_BEHIND_AFTER_S`` after a step end (a timer), unless a checkpoint that carries the step
-    came first: a run whose model answers sooner carries its step ends into its next checkpoint without a task ever
-    being made, and one that waits long on its model has the step written meanwhile. The run waits for the writer at
-    every ``flush`` and before it returns (``AgentLoop.run``), so no write outlives it."""
-
-    wanted: EndOfStep | None = None  # the latest step end not yet in flight
-    scheduled: asyncio.TimerHandle | None = None  # the writer's start, while it has not run
-    writer: asyncio.Task[None] | None = None  # the writer, while it runs
-    idle: anyio.Event | None = None  # made by a waiter, set by the writer when it is done
-    error: Exception | None = None  # what a write behind raised, for the next ``flush`` to raise
-
-    @property
-    def busy(self) -> bool:
-        return self.scheduled is not None or self.writer is not None
-
-    def start(self, run: RunState) -> None:
-        self.scheduled = None
-        self.writer = asyncio.get_running_loop().create_task(_write_behind(run, self))
-
-    def hurry(self, run: RunState) -> None:
-        """Start a scheduled writer now: somebody waits for its step ends to be stored."""
-        if self.scheduled is not None:
-            self.scheduled.cancel()
-            self.start(run)
-
-    def unschedule(self) -> None:
-        """Drop a writer that has not started: its step ends are superseded, or the run is over. Whoever waits
-        for it is woken: there is no writer left to wake them."""
-        if self.scheduled is not None:
-            self.scheduled.cancel()
-            self.scheduled = None
-            if self.idle is not None:
-                self.idle.set()
-
-    async def wait(self) -> None:
-        """Until no writer is scheduled or running (shielded: a write in flight is never abandoned)."""
-        if not self.busy:  # the usual case at a run's end: no scope to open
-            return
-        with anyio.CancelScope(shield=True):
-            while self.busy:
-                if self.idle is None or self.idle.is_set():
-                    self.idle = anyio.Event()
-                await self.idle.wait()
+def write_behind(run: RunState) -> WriteBehind:
+    """The writer of ``run``'s step checkpoints behind its loop (``AgentLoop.run``, on a durable store)."""
+    return WriteBehind(partial(_write_behind, run))
 
 
 async def checkpoint_soon(run: RunState) -> None:
@@ -192,7 +134,7 @@ async def checkpoint_soon(run: RunState) -> None:
         return
     behind.wanted = _end_of_step(run)
     if not behind.busy:  # asyncio's own timer (anyio has none): runs only while this task lets the event loop go on
-        behind.scheduled = asyncio.get_running_loop().call_later(WRITE_BEHIND_AFTER_S, behind.start, run)
+        behind.scheduled = asyncio.get_running_loop().call_later(WRITE_BEHIND_AFTER_S, behind.start)
 
 
 async def _write_behind(run: RunState, behind: WriteBehind) -> None:
@@ -229,7 +171,7 @@ async def flush(run: RunState, *, superseded: bool = False) -> None:
         behind.wanted = None
         behind.unschedule()
     else:
-        behind.hurry(run)
+        behind.hurry()
     await behind.wait()
     error, behind.error = behind.error, None
     if error is not None and not isinstance(error, VersionConflict):

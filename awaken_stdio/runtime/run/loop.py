@@ -22,7 +22,7 @@ from awaken_stdio.contract.messages import Message, TextBlock
 from awaken_stdio.contract.state import MutationBatch, StateCommand
 from awaken_stdio.runtime.plugins import Phase
 from awaken_stdio.runtime.run.calls import cancel_suspended, set_waiting
-from awaken_stdio.runtime.run.finish import WriteBehind, checkpoint, checkpoint_soon, fail, finish_or_fail, result
+from awaken_stdio.runtime.run.finish import checkpoint, checkpoint_soon, fail, finish_or_fail, result, write_behind
 from awaken_stdio.runtime.run.inference import compact_if_needed, infer
 from awaken_stdio.runtime.run.recovery import recover_effects
 from awaken_stdio.runtime.run.state import RunState, StopRun
@@ -43,7 +43,7 @@ class AgentLoop(RunState):
     async def run(self) -> AgentRunResult:
         if self.ledger is None:  # in memory: a checkpoint costs no more than noting it
             return await self._run_to_end()
-        self.behind = behind = WriteBehind()
+        self.behind = behind = write_behind(self)
         try:
             return await self._run_to_end()
         finally:  # the final checkpoint has superseded what is scheduled; a write in flight ends first

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from awaken_stdio.contract.suspension import Decisions
     from awaken_stdio.runtime.compaction import Compactor
     from awaken_stdio.runtime.resolve import ResolvedAgent
-    from awaken_stdio.runtime.run.finish import WriteBehind
+    from awaken_stdio.runtime.run.behind import WriteBehind
 
     DecisionStream = MemoryObjectReceiveStream[Decisions]
 

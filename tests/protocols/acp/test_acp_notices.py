@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -189,3 +190,30 @@ async def test_trace_context_from_the_prompt_goes_out_on_the_requests_of_its_run
             assert await agent.prompt(sid, "read it") == "end_turn"
             reads = [m for d, m in agent.wire.messages if d == "incoming" and m.get("method") == "fs/read_text_file"]
             assert reads and all("_meta" not in m["params"] for m in reads)
+
+
+async def test_a_call_left_with_an_unknown_outcome_by_a_crash_is_a_notice(harness: Harness) -> None:
+    running = {"id": "crashed", "name": "run_command", "arguments": {"command": "mkdir running && sleep 30"}}
+    harness.configure(
+        [{"tool_calls": [running]}, *[{"text": "Fine."}] * 3], agent='[agents.coder.permission]\ndefault = "ask"'
+    )
+    async with harness.spawn() as first:
+        sid = await first.new_session()
+
+        async def crashing() -> None:
+            with pytest.raises(ConnectionError):
+                await first.conn.prompt(session_id=sid, prompt=[text_block("go")])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(crashing)
+            with anyio.fail_after(20):
+                while not (harness.workspace / "running").exists():  # approved, and running: the agent dies now
+                    await anyio.sleep(0.05)
+            os.kill(first.process.pid, signal.SIGKILL)
+            await first.process.wait()
+    async with harness.spawn(caps=NOTICES) as second:
+        await second.conn.load_session(session_id=sid, cwd=str(second.workspace), mcp_servers=[])
+        second.client.answers = ["reject_once"]
+        assert await second.prompt(sid, "again") == "end_turn"
+        [notice] = [n for n in notices(second, sid) if n["title"] == "A tool call's outcome is unknown"]
+        assert notice["severity"] == "warning" and "run_command (crashed)" in notice["description"]

@@ -1,0 +1,82 @@
+"""What a run writes behind its loop: the step end to store (:class:`EndOfStep`) and the one writer at a time that
+stores it (:class:`WriteBehind`). ``finish.py`` decides when and how; this module holds the state, so that the run
+(``state.py``) can hold a writer without importing ``finish.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from awaken_stdio.contract.inference import TokenUsage
+from awaken_stdio.contract.state import Snapshot
+
+__all__ = ["EndOfStep", "WriteBehind"]
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfStep:
+    """What a checkpoint taken at a step end holds, captured in O(1): the state is an immutable snapshot, so the
+    run record and the thread state are exported from it only when a write takes it (most step ends of a fast run
+    are superseded before any write starts)."""
+
+    upto: int  # messages[:upto]
+    state: Snapshot
+    steps: int
+    usage: TokenUsage
+    response: str
+    at: int
+
+
+@dataclass(slots=True)
+class WriteBehind:
+    """The step checkpoints of one run on a durable store, written behind its loop by one writer task at a time.
+
+    The writer starts ``finish.WRITE_BEHIND_AFTER_S`` after a step end (a timer), unless a checkpoint that carries the
+    step came first: a run whose model answers sooner carries its step ends into its next checkpoint without a task ever
+    being made, and one that waits long on its model has the step written meanwhile. The run waits for the writer at
+    every ``flush`` and before it returns (``AgentLoop.run``), so no write outlives it."""
+
+    write: Callable[[WriteBehind], Coroutine[Any, Any, None]]  # the writer's body (``finish._write_behind``)
+    wanted: EndOfStep | None = None  # the latest step end not yet in flight
+    scheduled: asyncio.TimerHandle | None = None  # the writer's start, while it has not run
+    writer: asyncio.Task[None] | None = None  # the writer, while it runs
+    idle: anyio.Event | None = None  # made by a waiter, set by the writer when it is done
+    error: Exception | None = None  # what a write behind raised, for the next ``flush`` to raise
+
+    @property
+    def busy(self) -> bool:
+        return self.scheduled is not None or self.writer is not None
+
+    def start(self) -> None:
+        self.scheduled = None
+        self.writer = asyncio.get_running_loop().create_task(self.write(self))
+
+    def hurry(self) -> None:
+        """Start a scheduled writer now: somebody waits for its step ends to be stored."""
+        if self.scheduled is not None:
+            self.scheduled.cancel()
+            self.start()
+
+    def unschedule(self) -> None:
+        """Drop a writer that has not started: its step ends are superseded, or the run is over. Whoever waits
+        for it is woken: there is no writer left to wake them."""
+        if self.scheduled is not None:
+            self.scheduled.cancel()
+            self.scheduled = None
+            if self.idle is not None:
+                self.idle.set()
+
+    async def wait(self) -> None:
+        """Until no writer is scheduled or running (shielded: a write in flight is never abandoned)."""
+        if not self.busy:  # the usual case at a run's end: no scope to open
+            return
+        with anyio.CancelScope(shield=True):
+            while self.busy:
+                if self.idle is None or self.idle.is_set():
+                    self.idle = anyio.Event()
+                await self.idle.wait()
