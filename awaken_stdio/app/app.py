@@ -123,17 +123,20 @@ class App:
         context: RunActivation | None = None,
         origin: str = "internal",
         on_waiting: Callable[[], Awaitable[None]] | None = None,
+        *,
+        follow: bool = False,
     ) -> AgentRunResult | None:
         """Deliver decisions for a waiting run, from any surface (``origin``: acp, mcp, cli), exactly once.
 
         The decisions are recorded in the mailbox first. When no live process holds the run's thread (or its holder
         died), the run is resumed here and its result returned (events to ``sink``); when one does, that process
-        continues it and this returns ``None`` once it has taken the decision. Unknown runs raise
+        continues it and this returns ``None`` once it has taken the decision (with ``follow``, when that process is
+        this one, the run's result once it waits again or ends). Unknown runs raise
         ``InvalidResume``; runs another decision moved on first raise ``DecisionSuperseded`` naming it; a target
         that is not one of the run's pending calls raises ``DecisionTargetNotFound``.
         """
         await self.loading.settle()
-        return await self.mailbox.decide(run_id, decisions, sink, context, origin, on_waiting)
+        return await self.mailbox.decide(run_id, decisions, sink, context, origin, on_waiting, follow=follow)
 
     async def waiting_run(self, run_id: str) -> RunRecord:
         """The run, waiting for decisions (its pending calls in ``waiting``); else ``InvalidResume``: unknown, or

@@ -30,6 +30,7 @@ from awaken_stdio.contract.stores import RunRecord, ThreadForRun
 __all__ = [
     "DecisionSuperseded",
     "ErrorClass",
+    "Followed",
     "Held",
     "MailboxConfig",
     "classify_error",
@@ -101,6 +102,19 @@ def classify_error(exc: BaseException) -> ErrorClass:
 
 
 @dataclass(slots=True)
+class Followed:
+    """What the holder's execution of one taken-over row came to, for a decider in this process that waits on it:
+    ``None`` when the holder let go without executing it."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: AgentRunResult | None = None
+
+    async def outcome(self) -> AgentRunResult | None:
+        await self.done.wait()
+        return self.result
+
+
+@dataclass(slots=True)
 class Held:
     """A thread this process holds the claim on, and the dispatch it is executing."""
 
@@ -115,6 +129,7 @@ class Held:
     settle: DispatchSettle | None = None  # of the execution under way: the run's checkpoint may settle the row
     loaded: ThreadForRun | None = None  # the thread as the claim read it, for the first execution only
     lock: anyio.Lock = field(default_factory=anyio.Lock)  # one take-over at a time
+    followed: dict[str, Followed] = field(default_factory=dict[str, Followed])  # rows deciders here wait on
     send: Any = None
     receive: Any = None
 
@@ -124,6 +139,17 @@ class Held:
     @property
     def token(self) -> str:
         return self.dispatch.claim_token or ""
+
+    def executed(self, dispatch_id: str, result: AgentRunResult | None) -> None:
+        """The execution of ``dispatch_id`` ended with ``result``: its decider, if one waits here, is told."""
+        if (followed := self.followed.pop(dispatch_id, None)) is not None:
+            followed.result = result
+            followed.done.set()
+
+    def let_go(self) -> None:
+        """The holder ends: deciders still waiting on rows it never executed are told ``None``."""
+        for dispatch_id in list(self.followed):
+            self.executed(dispatch_id, None)
 
 
 async def record_outcome(mailbox: MailboxStore, held: Held, result: AgentRunResult | None, *, ack: bool) -> None:

@@ -26,6 +26,7 @@ from anyio.abc import TaskGroup
 
 from awaken_stdio.app.claims import (
     DecisionSuperseded,
+    Followed,
     Held,
     MailboxConfig,
     classify_error,
@@ -199,11 +200,14 @@ class MailboxService:
         context: RunActivation | None = None,
         origin: str = "internal",
         on_waiting: OnWaiting | None = None,
+        *,
+        follow: bool = False,
     ) -> AgentRunResult | None:
         """Record decisions for a waiting run, then resume it exactly once: here when nobody holds its thread, or
         its holder's lease ran out (the result is returned), else in the live process that holds it (``None``,
-        once that process has taken the decision). ``context`` gives a resume here the caller's working directory
-        and services (an editor's file system and terminal); ``origin`` names the deciding surface. A run already
+        once that process has taken the decision; with ``follow``, when that process is this one, what the run
+        came to once it waits again or ends). ``context`` gives a resume here the caller's working directory and
+        services (an editor's file system and terminal); ``origin`` names the deciding surface. A run already
         decided by someone else raises :class:`DecisionSuperseded`."""
         record = await self.waiting(run_id)
         targets = (
@@ -213,7 +217,7 @@ class MailboxService:
             if target not in targets:
                 raise DecisionTargetNotFound(target)
         await refuse_blind_reruns(self.mailbox, self.runtime.store, record, decisions)
-        return await self._control("decide", record, decisions, sink, context, origin, on_waiting)
+        return await self._control("decide", record, decisions, sink, context, origin, on_waiting, follow=follow)
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a run wherever it is: live here, held by another process, or waiting in the store."""
@@ -310,32 +314,34 @@ class MailboxService:
         context: RunActivation | None = None,
         origin: str = "internal",
         on_waiting: OnWaiting | None = None,
+        *,
+        follow: bool = False,
     ) -> AgentRunResult | None:
         d = self._new(record.thread_id, record.run_id, self._request(kind, record, decisions, origin), CONTROL_PRIORITY)
-        held = self._held.get(record.thread_id)
-        if held is not None:  # this process holds the thread: hand it over now rather than at the next poll
-            row = await self.mailbox.enqueue(d)
-            if held.waiting:
-                await self._take_over(held, row.dispatch_id)
-                return None
-            # the run is still finishing its step: taken over as soon as it waits, not at the next poll
-            held.early.append(row.dispatch_id)
-            await self._await_early(record, row)
-            return None
+        held, loaded, taken = self._held.get(record.thread_id), None, False
+        followed: Followed | None = None  # with ``follow``: the outcome of this process's holder running our row
         self._awaiting[record.thread_id] += 1  # from the enqueue on: the row is this decider's to claim
         try:
-            row, loaded = await self.runtime.store.claim_for_run(d, self.consumer, self.config.lease_ms, now_ms())
+            if held is not None:  # this process holds the thread: hand it over now rather than at the next poll
+                row = await self.mailbox.enqueue(d)
+                followed = held.followed.setdefault(row.dispatch_id, Followed()) if follow else None
+                taken = await self._hand_over(held, record, row)
+            else:
+                row, loaded = await self.runtime.store.claim_for_run(d, self.consumer, self.config.lease_ms, now_ms())
             assert row is not None
-            if row.status != "claimed":
+            if not taken and row.status != "claimed":
                 # a cancel waits for the holder to carry it out: only then is it known whether it came too late
                 claimed = await self._await_turn(row, carried_out=kind == "cancel")
-                if claimed is None:
-                    return None  # the live holder took it over and continues the run
-                row = claimed
+                taken = claimed is None  # the live holder took it over and continues the run
+                row = claimed or row
         finally:
             self._awaiting[record.thread_id] -= 1
             if not self._awaiting[record.thread_id]:
                 del self._awaiting[record.thread_id]
+        if taken:
+            return await followed.outcome() if followed is not None else None
+        if held is not None:
+            held.followed.pop(row.dispatch_id, None)  # ours to run here after all
         live = kind == "decide" and self.runtime.active_run_id(record.thread_id) == record.run_id
         if live and await self.runtime.send_decisions(record.thread_id, decisions):
             # a run started straight on the runtime (not through the mailbox) waits here live and took them
@@ -387,15 +393,25 @@ class MailboxService:
                 await mb.wakeup.wait(c.poll_every_s)
         return None
 
-    async def _await_early(self, record: RunRecord, row: RunDispatch) -> None:
-        """Our row waits for the busy holder in this process: returns once the holder took it over; refused (naming
-        the decision that won) when the holder's run ended without it, the row then cancelled. A holder busy past
-        ``decide_wait_s`` keeps the row, as in :meth:`_await_turn`."""
+    async def _hand_over(self, held: Held, record: RunRecord, row: RunDispatch) -> bool:
+        """Our recorded row goes to the run this process holds: True once its holder has taken it over (or keeps
+        it, busy past ``decide_wait_s``); False when the holder let go of the still waiting run without it, the row
+        then ours to claim (:meth:`_await_turn`)."""
+        if held.waiting:
+            return await self._take_over(held, row.dispatch_id)
+        # the run is still finishing its step: taken over as soon as it waits, not at the next poll
+        held.early.append(row.dispatch_id)
+        return await self._await_early(record, row)
+
+    async def _await_early(self, record: RunRecord, row: RunDispatch) -> bool:
+        """Our row waits for the busy holder in this process: True once the holder took it over; refused (naming
+        the decision that won) when the holder's run ended without it, the row then cancelled; False when it let
+        go of the run still waiting. A holder busy past ``decide_wait_s`` keeps the row, as in :meth:`_await_turn`."""
         with anyio.move_on_after(self.config.decide_wait_s):
             while True:
                 current = await self.mailbox.load_dispatch(row.dispatch_id)
                 if current is None or current.status != "queued":
-                    return  # taken over (or carried out)
+                    return True  # taken over (or carried out)
                 held = self._held.get(record.thread_id)
                 if held is None or row.dispatch_id not in held.early:  # the holder let go without taking it
                     latest = await self.runtime.store.load_run(record.run_id)
@@ -403,25 +419,27 @@ class MailboxService:
                     if moved_on and await self.mailbox.cancel(row.dispatch_id, now_ms()) is not None:
                         assert latest is not None
                         raise await self.not_waiting(latest, row.dispatch_id)
-                    return  # it still waits: the row stays queued for whoever holds the run next
+                    return False  # it still waits: the row is ours to claim
                 await self.mailbox.wakeup.wait(self.config.poll_every_s)
+        return True
 
     async def not_waiting(self, record: RunRecord, ours: str | None = None) -> InvalidResume:
         """Why a decision cannot apply: the run moved on, and who moved it (``verdicts.not_waiting``)."""
         return await not_waiting(self.mailbox, record, ours)
 
-    async def _take_over(self, held: Held, dispatch_id: str) -> None:
+    async def _take_over(self, held: Held, dispatch_id: str) -> bool:
         """Move the thread's claim to a recorded decision and hand it to the waiting run, once.
 
         The poller and a decision taken in this process can race here: serialised per thread, and the loser
         (the run no longer waits) leaves its decision queued for the next poll, so none is lost or taken twice.
         """
         async with held.lock:
-            await self._take_over_locked(held, dispatch_id)
+            return await self._take_over_locked(held, dispatch_id)
 
-    async def _take_over_locked(self, held: Held, dispatch_id: str) -> None:
+    async def _take_over_locked(self, held: Held, dispatch_id: str) -> bool:
+        """True when the claim moved to ``dispatch_id`` and the waiting run has it."""
         if not held.waiting:
-            return
+            return False
         with anyio.CancelScope(shield=True):  # the claim moves in the store and here together, or not at all
             moved = await self.mailbox.transfer_claim(
                 held.dispatch.dispatch_id, held.token, dispatch_id, self.config.lease_ms, now_ms()
@@ -429,6 +447,8 @@ class MailboxService:
             if moved is not None:
                 held.dispatch, held.waiting = moved, False
                 held.send.send_nowait(moved)
+                return True
+        return False
 
     async def _background(self, thread_id: str) -> None:
         held = self._held[thread_id]
@@ -483,6 +503,7 @@ class MailboxService:
                     del self._held[d.thread_id]
                 held.send.close()
                 held.receive.close()
+                held.let_go()
                 if not held.settled and not held.lost:
                     try:
                         await record_outcome(self.mailbox, held, held.result, ack=True)
@@ -490,6 +511,14 @@ class MailboxService:
                         log.warning("mailbox: dispatch %s was taken from us", held.dispatch.dispatch_id)
 
     async def _execute(self, held: Held, sink: EventSink | None, foreground: bool) -> AgentRunResult | None:
+        result, dispatch_id = None, held.dispatch.dispatch_id
+        try:
+            result = await self._execute_once(held, sink, foreground)
+        finally:
+            held.executed(dispatch_id, result)
+        return result
+
+    async def _execute_once(self, held: Held, sink: EventSink | None, foreground: bool) -> AgentRunResult | None:
         d, mb = held.dispatch, self.mailbox
         held.result = held.settle = None
         try:

@@ -1,5 +1,6 @@
 """A decider that must wait for its own row, made deterministic: the poller of its own process never runs that row
-behind its back, and a decision for a run still finishing its step here returns only once the run has taken it."""
+behind its back, a decision for a run still finishing its step here returns only once the run has taken it, and a
+decider that follows a run held here is told where it went (or runs the row itself when the holder let go)."""
 
 from __future__ import annotations
 
@@ -121,6 +122,58 @@ async def test_a_decision_for_a_run_still_busy_here_returns_once_taken() -> None
         await until(lambda: _len(finished))
 
     assert decided == [None, None] and finished[0].status == "completed"
+    assert len(first.calls) == 1 and len(second.calls) == 1
+
+
+async def test_a_followed_decision_for_a_run_waiting_here_returns_where_the_run_went() -> None:
+    """The run waits in this process's holder; a decider here that follows it gets the run's result once it has
+    run the approved call, not the ``None`` of the hand-over instant (when the store still says "waiting")."""
+    runtime, tool = guarded()
+    service = MailboxService(runtime, MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000))
+    async with serving(service), anyio.create_task_group() as tg:
+        tg.start_soon(service.submit, go())
+        await until(lambda: _waiting(runtime.store))
+        result = await service.decide(await _run_id(runtime.store), APPROVE, follow=True)
+    assert result is not None and result.status == "completed"
+    assert len(tool.calls) == 1
+
+
+async def test_a_decision_the_busy_holder_lets_go_of_is_run_by_its_decider() -> None:
+    """The process's worker resumes the run for a decision recorded elsewhere (``c1``, slow) and does not wait for
+    more. A decision for ``c2`` taken here meanwhile is left to it, but the worker ends with the run waiting again
+    without taking it: the decider then claims its own row and runs it, and says so with the run's result."""
+    c1_done = anyio.Event()
+
+    async def slow(args: dict[str, Any], ctx: ToolCallContext) -> Any:
+        await c1_done.wait()
+        return "slow done"
+
+    first, second = FnTool("first", slow), FnTool("second")
+    runtime = make_runtime(
+        [turn("", call("first", id="c1"), call("second", id="c2")), turn("done")],
+        tools=[first, second],
+        plugins=[AskPermission()],
+    )
+    service = MailboxService(runtime, MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000))
+    waiting = await service.submit(RunActivation([Message.user("go")], thread_id="t"))
+    assert waiting.status == "waiting" and {t.tool_call_id for t in waiting.pending} == {"c1", "c2"}
+    record = await service.waiting(waiting.run_id)
+    elsewhere = [("perm_c1", ToolCallResume.approve())]
+    decided: list[AgentRunResult | None] = []
+
+    async def decide_c2() -> None:
+        decided.append(await service.decide(waiting.run_id, [("perm_c2", ToolCallResume.approve())], follow=True))
+
+    async with serving(service), anyio.create_task_group() as tg:
+        request = service._request("decide", record, elsewhere, "cli")  # pyright: ignore[reportPrivateUsage]
+        await runtime.store.mailbox.enqueue(service._new("t", waiting.run_id, request, 64))  # pyright: ignore[reportPrivateUsage]
+        await until(lambda: _called(first))  # the worker holds the thread, busy with c1
+        tg.start_soon(decide_c2)
+        await until(lambda: _rows(runtime.store, "decide", "queued"))
+        c1_done.set()
+        await until(lambda: _len(decided))
+
+    assert decided[0] is not None and decided[0].status == "completed"
     assert len(first.calls) == 1 and len(second.calls) == 1
 
 

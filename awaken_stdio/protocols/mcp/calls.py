@@ -72,7 +72,6 @@ log = logging.getLogger(__name__)
 
 MAX_RESULT_CHARS = 100_000  # ~25k tokens, where hosts start cutting results themselves
 ELICITATION_TIMEOUT_S = 600.0
-MOVED_ON_WAIT_S = 30.0  # how long resume_run waits for a run that took its decisions over here to wait again or end
 
 
 class Refusal(Exception):
@@ -358,12 +357,9 @@ class CallRunner:
         return await self._decide(state["run"], decisions, call)
 
     async def _decide(self, run_id: str, decisions: Decisions, call: ToolCall) -> AgentRunResult | None:
-        before = await self.app.store.load_run(run_id)
         try:
-            result = await self.app.decide(run_id, decisions, call.on_event, origin="mcp")
-            if result is None:  # taken over by the run alive in this process: the answer says where it went
-                await self._moved_on(run_id, before)
-            return result
+            # a run held in this process (its worker's, after a restart) is followed to where it goes next
+            return await self.app.decide(run_id, decisions, call.on_event, origin="mcp", follow=True)
         except OutcomeUnknown as exc:
             raise Refusal(
                 f'{exc}. Nothing ran. Call resume_run again with if_unknown: "rerun" to run it again, or '
@@ -415,17 +411,6 @@ class CallRunner:
             record = await self.app.store.load_run(run_id) if run_id else None
             return delivered_result(record)
         return run_result(result)
-
-    async def _moved_on(self, run_id: str, before: RunRecord | None) -> None:
-        """Until the run that took the decisions over here waits again or ends (bounded): the caller is then told
-        where it went, not the "waiting" the store still says while the run resumes."""
-        with anyio.move_on_after(MOVED_ON_WAIT_S):
-            while True:
-                record = await self.app.store.load_run(run_id)
-                changed = record is None or before is None or record.updated_at != before.updated_at
-                if changed and (record is None or record.status in ("waiting", "done")):
-                    return
-                await anyio.sleep(0.02)
 
     async def _elicit(self, message: str, *, unknown: bool = False) -> Any:
         """A handshake-era ``elicitation/create``; None when the client fails to answer."""
