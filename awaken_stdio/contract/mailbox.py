@@ -262,10 +262,11 @@ class DispatchSettle:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fence:
-    """The claim a holder acts under. A lease says who *should* run a thread; the fence says who *may*: every
-    durable write of a run (its checkpoints, its effects' marks, its settles) commits only while the dispatch is
-    still claimed with this token, checked in the write's own transaction, so a holder paused past its lease
-    (while another took the run over) can neither write nor start an effect. A new claim gets a new token."""
+    """The claim a holder acts under. A lease says who *should* run a thread; the fence says who *may*.
+
+    Every durable write of a run commits only while the dispatch is still claimed with this token, checked in the
+    write's own transaction. So a holder paused past its lease, while another took the run over, can neither write
+    nor start an effect. A new claim gets a new token (``docs/approvals.md``)."""
 
     dispatch_id: str
     claim_token: str
