@@ -1,4 +1,5 @@
-"""Every relative link in the README and the pages under ``docs/`` leads somewhere: a file, and a heading there."""
+"""README.md, bench/README.md and the pages under ``docs/``: every relative link leads to a file (and to a heading
+there), and every command line the pages show parses (the README's are ``test_readme.py``'s)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,21 @@ def test_the_check_finds_links_and_anchors() -> None:
     page = ROOT / "docs" / "approvals.md"
     assert any(t.startswith("#") for t in _links(page))
     assert "what-happens-under-each-fault" in _anchors(page)
+
+
+def test_every_command_line_a_page_shows_parses() -> None:
+    """The indented ``awaken-stdio ...`` lines of the docs are what people paste, as the README's are."""
+    import shlex
+
+    from awaken_stdio.cli import build_parser
+
+    parser = build_parser()
+    lines = [
+        line.strip().split("  #")[0]
+        for page in PAGES[1:]
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if line.startswith("    awaken-stdio ")
+    ]
+    assert any("--done" in line for line in lines)
+    for line in lines:
+        parser.parse_args(shlex.split(line)[1:])  # SystemExit (a failure here) for a command the CLI does not know
