@@ -1,12 +1,9 @@
-"""The mailbox service: every run, decision and cancellation becomes a dispatch row first, executed only by the
-process holding the claim on the row's thread, so every process sharing the store agrees who runs a thread.
+"""The mailbox service: every run, decision and cancellation becomes a dispatch row first. Only the process holding
+the claim on the row's thread executes it, so every process sharing the store agrees who runs a thread.
 
-A claim is leased briefly (``lease_ms``) and renewed while its holder lives; a dead holder's lapses within seconds
-on any machine (at once on this one: owners are ``host:pid:instance``). A decision is recorded before anything acts
-on it, then taken over by the live holder (``transfer_claim``) or claimed and resumed by the decider; a decision too
-late is refused naming the winner. Every write a run makes under a claim is fenced by its token. The whole path,
-step by step, is ``docs/approvals.md``; the lease timings, owners and how rows settle are ``claims.py``'s, what a
-decider is told (the "unknown" rule, who won) is ``verdicts.py``'s.
+A decision is recorded before anything acts on it, and every write under a claim is fenced by its token.
+``docs/approvals.md`` draws the whole path and its faults. ``claims.py`` has the lease timings, owners and settles;
+``verdicts.py`` what a decider is told (the "unknown" rule, who won).
 
 ``run`` is the long-lived loop (``await tg.start(service.run)``): recovery, then the renewer, the poller, the
 sweeper and the garbage collector. ``dispatch_queued=False`` (the CLI) only renews and delivers for its own claims.

@@ -15,12 +15,9 @@ runs a thread, which is what makes a decision resume a run exactly once. Status 
 ``acked`` means "handled", not "succeeded": the business outcome lives on the run record and in the projection
 fields. Every write validates the row (:meth:`RunDispatch.validate`); a row that breaks an invariant is refused.
 
-The effect ledger records a tool call ``started`` before the tool runs, on a durable store and for tools that change
-something (read-only tools, and ``memory://`` where no crash survives, get no entry). It is settled ``finished`` in
-the same transaction as the checkpoint that records the call's result (a pending result, which never reaches the
-conversation, settles it on its own). So a call whose process died before its result was checkpointed is never
-silently re-run: it is found ``started`` and marked ``unknown_after_crash``, and the person is asked again. All
-times are unix milliseconds.
+The effect ledger records a call ``started`` before a tool that changes something runs; the checkpoint holding its
+result settles it. An entry a dead process left open is an unknown outcome: asked about again, never silently re-run
+(``docs/approvals.md``). All times are unix milliseconds.
 """
 
 from __future__ import annotations
@@ -265,10 +262,11 @@ class DispatchSettle:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fence:
-    """The claim a holder acts under. A lease says who *should* run a thread; the fence says who *may*: every
-    durable write of a run (its checkpoints, its effects' marks, its settles) commits only while the dispatch is
-    still claimed with this token, checked in the write's own transaction, so a holder paused past its lease
-    (while another took the run over) can neither write nor start an effect. A new claim gets a new token."""
+    """The claim a holder acts under. A lease says who *should* run a thread; the fence says who *may*.
+
+    Every durable write of a run commits only while the dispatch is still claimed with this token, checked in the
+    write's own transaction. So a holder paused past its lease, while another took the run over, can neither write
+    nor start an effect. A new claim gets a new token (``docs/approvals.md``)."""
 
     dispatch_id: str
     claim_token: str

@@ -6,10 +6,8 @@ after a restart: ACP sends the changes as ``diff`` content of the permission req
 :meth:`ToolPreview.summary`. A preview is computed through the same file system the call would use (the editor's,
 when an ACP client offers one), so the person sees the editor's unsaved text, not a stale disk copy.
 
-An approval is bound to the preview the person saw (``contract.suspension.bind``: its :meth:`ToolPreview.digest` travels
-in the answer). An approved call whose targets no longer hold what the preview showed does not run: it is asked about
-again with the preview as things are then (:data:`CHANGED`), and the built-in file tools refuse a write whose file
-changed after that check.
+An approval is bound to the preview the person saw (its :meth:`ToolPreview.digest` travels in the answer), so a call
+whose target changed since is asked about again (``runtime/run/shown.py``, :data:`CHANGED`).
 """
 
 from __future__ import annotations

@@ -1,31 +1,10 @@
 """A bidirectional JSON-RPC 2.0 peer over newline-delimited JSON on anyio byte streams.
 
-This module owns framing (one object per line, a maximum line size), correlation of our outbound requests with
-the answers, concurrent dispatch of inbound requests, cancellation of in-flight handlers, the lifecycle (EOF, close,
-parent death) and the one place where exceptions become wire errors. It deliberately knows nothing about ACP or MCP:
-method names are strings, params and results plain JSON values; ``protocols/acp`` and ``protocols/mcp`` are typed
-layers above it. It imports only the standard library and anyio because it is on the path from process start to the
-first ``initialize`` answer (budget 100 ms); stdout plumbing lives in ``protocols/stdio.py``.
-
-Choices worth knowing:
-
-- Inbound requests each run in their own task, so a long request never blocks reading: cancellations, mode changes
-  and answers to our own requests are processed while it runs. Notifications run one at a time, in arrival order, in
-  a worker task; a slow notification handler delays later notifications (never requests or responses), and reading
-  waits only once ``1024`` notifications are queued. Handlers with long work should start their own task.
-- Back-pressure: reading pauses before the next request or notification while more than ``MAX_OUTPUT_BACKLOG``
-  bytes (8 MiB) of output wait to be written (queued, or held by handlers waiting for room in the outbox), or while
-  ``MAX_IN_FLIGHT`` (1024) requests are being handled; the other side's answers to our requests are always read. So
-  a client that stops reading our output while it goes on writing costs a bounded amount of memory, not one task and
-  answer per request it sent; its writes block instead, and everything is answered once it reads again.
-- A line longer than ``max_line_bytes`` is answered with -32600 (Invalid Request, ``id: null``): it may well be valid
-  JSON, but it is not a request we accept. It is discarded as it streams in, never buffered whole.
-- All writes go through one outbox drained by one writer task, which joins whatever is already queued into a single
-  write. ``notify()`` therefore returns once the line is queued, in order, and yields only when the outbox is full.
-- Shutdown (input EOF, ``close()``, parent death, or a broken output) is one path: stop reading, fail our pending
-  outbound requests, give in-flight handlers ``eof_grace_s`` to finish (their answers are still written), cancel the
-  rest, flush the outbox. A cancelled handler never answers, so no request is answered twice and nothing is written
-  after the cancellation.
+It owns framing, the correlation of our requests with their answers, concurrent dispatch, cancellation, the
+lifecycle and the one place where exceptions become wire errors. It knows nothing of ACP or MCP. It imports only the
+standard library and anyio: it is on the path to the first ``initialize`` answer (budget 100 ms). Its choices
+(ordering, back-pressure, long lines, one writer, one shutdown path) are in ``docs/jsonrpc.md``; stdout plumbing is
+``protocols/stdio.py``'s.
 """
 
 from __future__ import annotations

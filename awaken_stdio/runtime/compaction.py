@@ -1,32 +1,8 @@
 """Compaction: when a conversation nears the model's context window, its older part is replaced by a summary.
 
-The policy (``awaken-inventory.md`` section 7):
-
-- Tokens are estimated, about ``4 + chars / 4`` per message (a non-text block counts as 50 characters): the same for
-  every provider, with no tokenizer to load.
-- Automatic compaction runs before an inference whose request is estimated at ``threshold`` x the model's context
-  window or more. ``/compact`` (ACP) runs it on demand whatever the size.
-- The cut is the latest safe boundary before the kept suffix: every tool call before it is answered there, and the
-  kept part starts with a real user message, so a call is never split from its result and every provider accepts
-  the trimmed conversation (some reject one that opens with an assistant turn). The kept suffix holds at least
-  ``keep_messages`` messages and always the whole latest user turn.
-- A plan that would remove fewer than 1024 tokens is skipped before the model is called; a summary that saves less
-  than ``min_savings_ratio`` of the conversation's tokens is not applied.
-
-Storage: the summary is an internal system message ``<conversation-summary>...</conversation-summary>`` appended to
-the durable log; nothing is deleted. Its metadata names the last message it covers (the boundary) and the model turns
-it covers in all (``assistant_turns``, earlier summaries' included). What the model sees is :func:`model_view`: the
-latest summary, then every other message logged after its boundary; a run loads exactly that. ACP ``session/load``
-replays the whole log, where the summary (internal, system) is not shown.
-
-What a compaction does is told in the run's event stream when it is given one (:class:`CompactionReport`):
-``ActivitySnapshot`` events of type ``compaction`` whose ``message_id`` is the compaction's id: ``in_progress`` when
-the summary model is called, each piece of the summary as it streams, then ``completed`` with the summary, or
-``failed`` with why it was not applied. ACP shows them as ``compaction_update`` and ``compaction_summary_chunk``.
-
-Summarisation is synchronous: the inference that needs the room waits for it. A background summary would race the
-messages appended meanwhile and make runs nondeterministic, for a saving of one model call's latency only when the
-window is nearly full.
+Nothing is deleted: the summary is appended to the durable log, and a run sees :func:`model_view` (the latest summary
+and what follows it). ``docs/compaction.md`` has the policy: the estimate, where it cuts, what is stored, the events,
+and why it is synchronous.
 """
 
 from __future__ import annotations
@@ -96,7 +72,7 @@ class CompactionPolicy:
 
 def message_tokens(m: Message) -> int:
     chars = sum(len(b.text) if type(b) is TextBlock else _NON_TEXT_CHARS for b in m.content)
-    # str() of the arguments: as long as their JSON within a few characters (an estimate), at a third of the cost
+    # str() of the arguments: as long as their JSON within a few characters (an estimate), cheaper (bench/README.md)
     chars += sum(len(c.name) + len(str(c.arguments)) for c in m.tool_calls)
     chars += sum(len(t.text) for t in m.thinking)
     return 4 + chars // 4

@@ -60,7 +60,8 @@ FIRST_PAGE_KEY: SortKey = (FAR, "")
 
 _encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 # ``JSONEncoder.encode`` builds a C encoder for every value; one built once, with the same settings, writes the same
-# text a third faster (a checkpoint encodes every new message). Without the C accelerator, the encoder itself.
+# text sooner (a checkpoint encodes every new message; figures: bench/README.md). Without the C accelerator, the
+# encoder itself.
 _make_c_encoder: Any = getattr(json_encoder, "c_make_encoder", None)  # CPython's accelerator (not in typeshed)
 _c_encode: Any = (
     _make_c_encoder(None, _encoder.default, json_encoder.encode_basestring_ascii, None, ":", ",", False, False, False)

@@ -1,9 +1,9 @@
 """Running the model's tool calls: gates, the tool itself between its phases, and the effect ledger's marks.
 
-Every call goes through :func:`invoke` (the tool found, its arguments checked, BEFORE/AFTER_TOOL_EXECUTE around
-it, its start written to the effect ledger so a crash before its result is checkpointed is never run twice unasked;
-the checkpoint that appends the result settles the mark), and its outcome is recorded by ``calls.commit_call``.
-The tool itself runs in :func:`execute_tool`, which a client's direct call outside any run (``App.call_tool``) shares.
+Every call goes through :func:`invoke`: the tool found, its arguments checked, BEFORE/AFTER_TOOL_EXECUTE around it.
+A tool that changes something is marked started in the effect ledger first, so a crash never runs it twice unasked
+(``docs/approvals.md``). ``calls.commit_call`` records the outcome. The tool itself runs in :func:`execute_tool`,
+which a client's direct call outside any run (``App.call_tool``) shares.
 """
 
 from __future__ import annotations
