@@ -506,6 +506,12 @@ def _serve_http(args: argparse.Namespace) -> int:
     return serve(args)
 
 
+def _connect(args: argparse.Namespace) -> int:
+    from awaken_stdio.protocols.http.connect import connect
+
+    return connect(args)
+
+
 def _chat(args: argparse.Namespace) -> int:
     from awaken_stdio.chat import main as chat_main
 
@@ -528,6 +534,7 @@ _COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     ("acp", None): _serve_acp,
     ("mcp", None): _serve_mcp,
     ("serve", None): _serve_http,
+    ("connect", None): _connect,
     ("chat", None): _chat,
     ("runs", "list"): _runs_list,
     ("runs", "show"): _runs_show,

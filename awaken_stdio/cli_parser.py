@@ -82,6 +82,12 @@ def _add_serve(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-token", action="store_true", help="ask no bearer token (loopback only; for test kits that send none)"
     )
+    p = sub.add_parser(
+        "connect",
+        help="speak ACP on stdin/stdout to an `awaken-stdio serve` elsewhere (for editors that launch agents)",
+        parents=[common],
+    )
+    p.add_argument("url", help="the server, e.g. ws://127.0.0.1:8765/acp (token: AWAKEN_STDIO_TOKEN or serve's file)")
 
 
 def _add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
