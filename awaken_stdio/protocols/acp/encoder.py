@@ -29,8 +29,8 @@ from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import ContentBlock, Message
 from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import ToolDescriptor, ToolResult, infer_tool_kind
+from awaken_stdio.contract.workspace import TERMINAL_ACTIVITY
 from awaken_stdio.runtime.compaction import COMPACTION_ACTIVITY
-from awaken_stdio.tools.runner import TERMINAL_ACTIVITY
 
 __all__ = [
     "DescriptorLookup",

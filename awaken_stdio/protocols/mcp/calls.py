@@ -31,8 +31,8 @@ import anyio
 
 from awaken_stdio.app.claims import DecisionSuperseded
 from awaken_stdio.contract.activation import AgentRunResult, RunActivation
-from awaken_stdio.contract.channel import CLIENT_CHANNEL
 from awaken_stdio.contract.content import to_wire
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.errors import AwakenError, InvalidResume, OutcomeUnknown, ThreadAlreadyRunning
 from awaken_stdio.contract.events import (
     ActivitySnapshot,
@@ -226,7 +226,7 @@ class CallRunner:
         talking = state is not None and state.get("k") == "tool"  # a retry with answers: permitted already
         answers = {**state.get("answers", {}), **(params.input_responses or {})} if state and talking else None
         channel = McpChannel(self.peer, call, tool.name, answers)
-        ctx = self.app.direct_context(tool, cancel=call.cancel, services={CLIENT_CHANNEL: channel}, emit=call.on_event)
+        ctx = self.app.direct_context(tool, cancel=call.cancel, channel=channel, emit=call.on_event)
         if entry.guarded and self.permission == "ask" and not talking:
             asked = await self._permit(tool, args, params, call, state, ctx)
             if asked is not None:
@@ -284,14 +284,14 @@ class CallRunner:
 
     async def _start_agent(self, entry: Entry, args: dict[str, Any], call: ToolCall) -> AgentRunResult | None:
         thread_id, session_id = await self._thread_for(args.get("session_id"))
+        channel = McpChannel(self.peer, call, entry.name, in_run=True)  # its tools talk back
         activation = RunActivation(
-            [Message.user(args["message"])],
+            messages=[Message.user(args["message"])],
             thread_id=thread_id,
             agent_id=entry.target,
             session_id=session_id,
             origin="mcp",
-            cwd=self.app.settings.cwd,
-            services={CLIENT_CHANNEL: McpChannel(self.peer, call, entry.name, in_run=True)},  # its tools talk back
+            env=RunEnvironment(cwd=self.app.settings.cwd, channel=channel),
         )
         try:
             return await self.app.run(activation, call.on_event)  # holds the thread: exactly once across processes
