@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
 
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
     from awaken_stdio.contract.activation import AgentRunResult, EventSink, RunActivation
-    from awaken_stdio.contract.channel import ClientChannel
+    from awaken_stdio.contract.channel import ClientChannel, SamplingHost
     from awaken_stdio.contract.preview import ToolPreview
     from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store, WaitingTicket
     from awaken_stdio.contract.suspension import Decisions, ToolCallResume
@@ -86,6 +86,8 @@ class App:
     # sessions open in this process: session id -> what its runs get there (``env``, ``tools``, ``system_prompt``)
     session_hosts: dict[str, Callable[[], RunActivation]] = field(default_factory=dict)
     loading: ToolLoading = field(default_factory=ToolLoading)  # the tool modules and MCP servers still loading
+    # the model of the MCP client this app serves (``awaken-stdio mcp``), in every environment a run gets from it
+    sampling: SamplingHost | None = None
 
     @property
     def sessions(self) -> Sessions:
@@ -276,10 +278,13 @@ class App:
             return
         session = await self.store.load_session(session_id) if session_id else None
         if session is None:
-            yield RunActivation(env=RunEnvironment(cwd=cwd or None))
+            yield RunActivation(env=RunEnvironment(cwd=cwd or None, sampling=self.sampling))
             return
         env = RunEnvironment(
-            cwd=cwd or session.cwd, roots=tuple(session.additional_directories), mode=ModeRef(session.mode or "default")
+            cwd=cwd or session.cwd,
+            roots=tuple(session.additional_directories),
+            mode=ModeRef(session.mode or "default"),
+            sampling=self.sampling,
         )
         extras = RunActivation(env=env, system_prompt=SystemPrompt.of(session.system_prompt))
         if not session.mcp_servers:

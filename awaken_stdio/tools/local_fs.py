@@ -30,7 +30,7 @@ import anyio.to_thread
 from awaken_stdio.contract.errors import ToolError, ToolFailure
 from awaken_stdio.contract.workspace import DirEntry, FileSystem, SearchHit, TextWindow
 
-__all__ = ["SKIPPED_DIRECTORIES", "LocalFileSystem", "compile_glob"]
+__all__ = ["SKIPPED_DIRECTORIES", "LocalFileSystem", "compile_glob", "open_file"]
 
 SKIPPED_DIRECTORIES = frozenset(
     {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache",
@@ -177,7 +177,7 @@ def _open_regular(directory: _Dir, path: Path, flags: int) -> int:
     return fd
 
 
-def _open_file(path: Path, flags: int) -> int:
+def open_file(path: Path, flags: int) -> int:
     """``_open_regular`` at ``path``; with ``O_CREAT`` missing parent directories are created."""
     try:
         directory = _open_dir(path.parent, create=bool(flags & os.O_CREAT))
@@ -225,7 +225,7 @@ def _read_window(path: Path, line: int, limit: int | None) -> TextWindow:
     end = None if limit is None else line - 1 + limit
     kept: list[str] = []
     total = 0
-    with open(_open_file(path, os.O_RDONLY), "rb") as raw:
+    with open(open_file(path, os.O_RDONLY), "rb") as raw:
         lines = _text(raw)
         if lines is None:
             raise binary
@@ -240,7 +240,7 @@ def _read_window(path: Path, line: int, limit: int | None) -> TextWindow:
 
 def _write(path: Path, content: str) -> None:
     data = content.encode("utf-8")
-    with open(_open_file(path, os.O_WRONLY | os.O_CREAT), "wb") as f:
+    with open(open_file(path, os.O_WRONLY | os.O_CREAT), "wb") as f:
         f.truncate()  # only now: a refused file is left as it was
         f.write(data)
 

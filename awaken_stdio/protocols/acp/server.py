@@ -398,7 +398,7 @@ class AcpServer:
 
         Their tools are offered to this session's runs only (``RunActivation.tools``).
         """
-        from awaken_stdio.tools.mcp import McpServerSpec, McpToolsets
+        from awaken_stdio.app.tooling import McpServerSpec, McpToolsets
 
         try:
             specs = [McpServerSpec.from_acp(e, cwd=session.record.cwd, timeout_s=_MCP_TIMEOUT_S) for e in entries]

@@ -54,10 +54,9 @@ from awaken_stdio.protocols.mcp.approvals import (
     decision_from_answer,
     elicitation_params,
 )
-from awaken_stdio.protocols.mcp.channel import InputRequired, McpChannel
+from awaken_stdio.protocols.mcp.channel import CURRENT_ROUND, InputRequired, McpChannel, Round, digest
 from awaken_stdio.protocols.mcp.tasks import created, declares_tasks
 from awaken_stdio.protocols.mcp.wire import HEARTBEAT_S, LOG_LEVELS, LogLevel, Request, text_block
-from awaken_stdio.providers.mcp_sampling import CURRENT_ROUND, Round, digest
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App
@@ -291,7 +290,7 @@ class CallRunner:
             agent_id=entry.target,
             session_id=session_id,
             origin="mcp",
-            env=RunEnvironment(cwd=self.app.settings.cwd, channel=channel),
+            env=RunEnvironment(cwd=self.app.settings.cwd, channel=channel, sampling=self.app.sampling),
         )
         try:
             return await self.app.run(activation, call.on_event)  # holds the thread: exactly once across processes
@@ -462,7 +461,7 @@ def _round(request: Request, state: dict[str, Any] | None, params: CallToolParam
     if request.era != "modern":
         return None
     sampling = request.client_capabilities.get("sampling")
-    model_round = Round(sampling if isinstance(sampling, dict) else None)
+    model_round = Round(sampling=sampling if isinstance(sampling, dict) else None)
     if state is not None and state.get("k") == "sample":
         answer = (params.input_responses or {}).get(state["key"])
         if isinstance(answer, dict):
