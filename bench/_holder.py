@@ -21,7 +21,7 @@ async def on_event(event: AgentEvent) -> None:
 
 async def main(config: str, store: str) -> None:
     async with open_app(load_settings(config, store)) as app:
-        activation = RunActivation([Message.user("append hello")], thread_id="t", wait_for_decisions=True)
+        activation = RunActivation(messages=[Message.user("append hello")], thread_id="t", wait_for_decisions=True)
         result = await app.run(activation, on_event)
         print(f"DONE {result.status}", flush=True)
 

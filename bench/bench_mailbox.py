@@ -82,7 +82,7 @@ async def cycles_per_second(url: str, concurrency: int, counted: list[float] | N
         service = MailboxService(runtime_on(store), MailboxConfig(dispatch_queued=False))
 
         async def cycle(i: int) -> None:
-            waiting = await service.submit(RunActivation([Message.user("go")], thread_id=f"cycle-{i}"))
+            waiting = await service.submit(RunActivation(messages=[Message.user("go")], thread_id=f"cycle-{i}"))
             done = await service.decide(waiting.run_id, [("perm_c1", ToolCallResume.approve())])
             assert done is not None and done.status == "completed", done
 
@@ -117,7 +117,7 @@ async def crash_with_waiting_runs(url: str) -> list[str]:
         run_ids = []
         for i in range(WAITING_RUNS):
             thread = f"wait-{i}"
-            result = await runtime.run(RunActivation([Message.user("go")], thread_id=thread))
+            result = await runtime.run(RunActivation(messages=[Message.user("go")], thread_id=thread))
             run_ids.append(result.run_id)
             held = RunDispatch(new_id(), thread, result.run_id, DispatchRequest("run", sender=owner))
             await store.mailbox.enqueue_and_claim(held, owner, 600_000, now_ms())

@@ -11,6 +11,7 @@ import pytest
 
 from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.agent import AgentSpec
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.providers.scripted import ScriptedModel
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
@@ -102,7 +103,10 @@ async def _waiting_runs(url: str, cwd: Path, n: int) -> list[str]:
             store=store,
         )
         runs = [
-            await runtime.run_to_completion(RunActivation([Message.user("write it")], cwd=str(cwd))) for _ in range(n)
+            await runtime.run_to_completion(
+                RunActivation(messages=[Message.user("write it")], env=RunEnvironment(cwd=str(cwd)))
+            )
+            for _ in range(n)
         ]
         return [r.run_id for r in runs]
 
@@ -142,7 +146,7 @@ async def test_approving_a_run_that_waits_for_no_call_says_what_it_waits_for(tmp
     url = f"sqlite:///{tmp_path}/awaken.db"
     async with open_store(url) as store:
         runtime = AgentRuntime(agents=[AgentSpec("a", model="m")], models={"m": FunctionModel(asks)}, store=store)
-        waiting = await runtime.run_to_completion(RunActivation([Message.user("hi")]))
+        waiting = await runtime.run_to_completion(RunActivation(messages=[Message.user("hi")]))
     assert waiting.status == "waiting"
 
     out = cli("runs", "approve", waiting.run_id, "--store", url)

@@ -12,6 +12,7 @@ import pytest
 
 from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.agent import AgentSpec
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.messages import Message
 from awaken_stdio.contract.preview import CHANGED
 from awaken_stdio.providers.scripted import ScriptedModel
@@ -39,7 +40,9 @@ async def waiting_run(url: str, cwd: Path) -> str:
             plugins=[PermissionPlugin(store)],
             store=store,
         )
-        result = await runtime.run_to_completion(RunActivation([Message.user("write it")], cwd=str(cwd)))
+        result = await runtime.run_to_completion(
+            RunActivation(messages=[Message.user("write it")], env=RunEnvironment(cwd=str(cwd)))
+        )
     assert result.status == "waiting"
     return result.run_id
 

@@ -1,7 +1,9 @@
 """The package is one straight stack: cli -> protocols -> app -> runtime -> {tools, providers, stores} -> contract.
 
 Each module may import its own layer and the layers below it, never one above; ``tools``, ``providers`` and
-``stores`` are siblings that do not import one another. Two checks: every ``import`` statement of the source (those
+``stores`` are siblings that do not import one another. The protocols import only the app, the contract and their own
+modules (the JSON-RPC peer among them): where a run runs is a ``RunEnvironment`` they build, and whatever else they
+need of the layers below reaches them through the app. Two checks: every ``import`` statement of the source (those
 inside functions and under ``TYPE_CHECKING`` too, which no import at run time would reveal), and a fresh interpreter
 per layer that imports all of its modules and finds nothing of a higher layer loaded (package ``__init__`` files and
 re-exports included, which the statements alone do not show).
@@ -31,6 +33,8 @@ LAYERS: list[tuple[str, int, tuple[str, ...]]] = [
     ("cli", 5, ("cli", "cli_parser", "doctor", "logs", "login", "chat", "__main__")),
 ]
 _BY_TOP = {top: (name, rank) for name, rank, tops in LAYERS for top in tops}
+# layers whose import statements may name only these layers (their own included), whatever lies below them
+NARROW: dict[str, frozenset[str]] = {"protocols": frozenset({"protocols", "app", "contract"})}
 
 
 def _layer(module: str) -> tuple[str, int] | None:
@@ -81,7 +85,7 @@ def test_no_import_statement_runs_up_the_stack() -> None:
                 continue
             if to is None:
                 wrong.append(f"{module}:{line} imports the package root ({target}); import the defining module")
-            elif not _may_import(source, to):
+            elif not _may_import(source, to) or to[0] not in NARROW.get(source[0], {to[0]}):
                 wrong.append(f"{module}:{line} ({source[0]}) imports {target} ({to[0]})")
     assert not wrong, "\n".join(wrong)
 

@@ -179,7 +179,7 @@ async def test_a_key_of_a_plugin_the_agent_does_not_use_names_the_plugin_and_the
     )
 
     with pytest.raises(StateError, match=r"my\.tool_calls \(plugin 'count_calls' registers it, and agent 'calc' "):
-        await runtime.run_to_completion(RunActivation([Message.user("go")], agent_id="calc"))
+        await runtime.run_to_completion(RunActivation(messages=[Message.user("go")], agent_id="calc"))
 
 
 async def test_two_plugins_of_an_agent_registering_one_key_are_named_with_the_agent() -> None:

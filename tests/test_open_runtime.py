@@ -39,7 +39,7 @@ async def test_open_runtime_persists_in_the_configured_store(tmp_path: Path, mon
     config = load_config(_config(tmp_path, db))
 
     async with open_runtime(config) as runtime:
-        result = await runtime.run_to_completion(RunActivation([Message.user("hi")], thread_id="t"))
+        result = await runtime.run_to_completion(RunActivation(messages=[Message.user("hi")], thread_id="t"))
         assert result.response == "stored"
 
     assert db.exists()

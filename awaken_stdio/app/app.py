@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,7 @@ from awaken_stdio.app.config_file import read_config_file, store_url
 from awaken_stdio.app.loading import ToolLoading
 from awaken_stdio.app.sessions import Sessions
 from awaken_stdio.app.verdicts import unknown_calls
+from awaken_stdio.contract.environment import ModeRef, RunEnvironment
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.tools import CancelToken, Tool, ToolCallContext, ToolDescriptor, ToolResult, preview_call
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # the rest loads in open_app, after the first answer
 
     from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
     from awaken_stdio.contract.activation import AgentRunResult, EventSink, RunActivation
+    from awaken_stdio.contract.channel import ClientChannel, SamplingHost
     from awaken_stdio.contract.preview import ToolPreview
     from awaken_stdio.contract.stores import RunRecord, SessionRecord, Store, WaitingTicket
     from awaken_stdio.contract.suspension import Decisions, ToolCallResume
@@ -81,9 +83,11 @@ class App:
     mailbox: MailboxService
     toolsets: McpToolsets | None = None  # the configured [mcp_servers], their tools kept in runtime.tools
     tool_listeners: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-    # sessions open in this process: session id -> its live context (``cwd``, ``services``, ``tools``)
-    session_hosts: dict[str, Callable[[], dict[str, Any]]] = field(default_factory=dict)
+    # sessions open in this process: session id -> what its runs get there (``env``, ``tools``, ``system_prompt``)
+    session_hosts: dict[str, Callable[[], RunActivation]] = field(default_factory=dict)
     loading: ToolLoading = field(default_factory=ToolLoading)  # the tool modules and MCP servers still loading
+    # the model of the MCP client this app serves (``awaken-stdio mcp``), in every environment a run gets from it
+    sampling: SamplingHost | None = None
 
     @property
     def sessions(self) -> Sessions:
@@ -188,23 +192,22 @@ class App:
         tool: Tool,
         *,
         cancel: CancelToken | None = None,
-        services: Mapping[str, Any] | None = None,
+        channel: ClientChannel | None = None,
         emit: EventSink | None = None,
     ) -> ToolCallContext:
         """What a call made outside any agent run sees (for its preview and its run alike): this process's working
-        directory, no thread, run, agent or state (their ids are ``mcp-direct``)."""
+        directory, the ``channel`` of the client calling, no thread, run, agent or state (ids ``mcp-direct``)."""
         from awaken_stdio.contract.state import Snapshot
 
         return ToolCallContext(
-            new_id(),
-            tool.name,
-            _DIRECT,
-            _DIRECT,
-            _DIRECT,
-            Snapshot(0),
-            cwd=self.settings.cwd,
+            call_id=new_id(),
+            tool_name=tool.name,
+            thread_id=_DIRECT,
+            run_id=_DIRECT,
+            agent_id=_DIRECT,
+            snapshot=Snapshot(0),
+            env=RunEnvironment(cwd=self.settings.cwd, channel=channel),
             cancel=cancel or CancelToken(),
-            services=services or {},
             emit=emit,
         )
 
@@ -235,39 +238,42 @@ class App:
 
         await PermissionPlugin(self.store).remember(descriptor.name, args, self.settings.cwd, decision)
 
-    async def preview(self, run: RunRecord, ticket: WaitingTicket, context: dict[str, Any]) -> ToolPreview | None:
-        """What approving ``ticket`` would do now, worked out through ``context`` (``cwd``, ``services``, ``tools``,
-        as :meth:`run_context` gives): a question asked again later (after a restart, a ``session/load``) shows the
-        file as it is then, not as it was when first asked. None when the tool is not here or cannot tell."""
+    async def preview(self, run: RunRecord, ticket: WaitingTicket, context: RunActivation) -> ToolPreview | None:
+        """What approving ``ticket`` would do now, worked out where the run would resume (``context``'s ``env`` and
+        ``tools``, as :meth:`run_context` gives them): a question asked again later (after a restart, a
+        ``session/load``) shows the file as it is then, not as it was when first asked. None when the tool is not
+        here or cannot tell."""
         from awaken_stdio.contract.state import Snapshot
 
-        session_tools = {t.name: t for t in context.get("tools") or ()}
+        session_tools = {t.name: t for t in context.tools}
         tool = session_tools.get(ticket.tool_name) or self.runtime.tools.get(ticket.tool_name)
         if tool is None or ticket.resume_mode != "replay_tool_call":
             return None
         ctx = ToolCallContext(
-            ticket.tool_call_id,
-            tool.name,
-            run.thread_id,
-            run.run_id,
-            run.agent_id,
-            Snapshot(0),
-            cwd=context.get("cwd"),
-            services=context.get("services") or {},
+            call_id=ticket.tool_call_id,
+            tool_name=tool.name,
+            thread_id=run.thread_id,
+            run_id=run.run_id,
+            agent_id=run.agent_id,
+            snapshot=Snapshot(0),
+            env=context.env,
         )
         return await preview_call(tool, ticket.arguments, ctx)
 
     @asynccontextmanager
     async def run_context(
         self, session_id: str | None, cwd: str | None, wanted: tuple[str, ...] = ()
-    ) -> AsyncGenerator[dict[str, Any]]:
-        """What a run of ``session_id`` resumes with (``cwd``, ``services``, ``tools``), for its duration.
+    ) -> AsyncGenerator[RunActivation]:
+        """Where a run of ``session_id`` resumes (an activation's ``env``, ``tools`` and ``system_prompt``), for its
+        duration.
 
-        The live session's context when one is open in this process; else rebuilt from the session record: its
-        roots, its mode, its client's system prompt and its MCP servers started from their recorded specs (closed
-        again afterwards). A server that cannot start is named in the failed result of each ``wanted`` call (the
-        pending tool names) that would have used it.
+        The live session's when one is open in this process; else rebuilt from the session record: its roots, its
+        mode, its client's system prompt and its MCP servers started from their recorded specs (closed again
+        afterwards). A server that cannot start is named in the failed result of each ``wanted`` call (the pending
+        tool names) that would have used it.
         """
+        from awaken_stdio.contract.activation import RunActivation, SystemPrompt
+
         await self.loading.settle()
         host = self.session_hosts.get(session_id) if session_id else None
         if host is not None:
@@ -275,16 +281,15 @@ class App:
             return
         session = await self.store.load_session(session_id) if session_id else None
         if session is None:
-            yield {"cwd": cwd} if cwd else {}
+            yield RunActivation(env=RunEnvironment(cwd=cwd or None, sampling=self.sampling))
             return
-        from awaken_stdio.contract.activation import SystemPrompt
-        from awaken_stdio.runtime.permission import MODE_SERVICE
-        from awaken_stdio.tools.workspace import ADDITIONAL_DIRECTORIES
-
-        services = {ADDITIONAL_DIRECTORIES: list(session.additional_directories), MODE_SERVICE: session.mode}
-        extras: dict[str, Any] = {"cwd": cwd or session.cwd, "services": services}
-        if session.system_prompt:
-            extras["system_prompt"] = SystemPrompt.of(session.system_prompt)
+        env = RunEnvironment(
+            cwd=cwd or session.cwd,
+            roots=tuple(session.additional_directories),
+            mode=ModeRef(session.mode or "default"),
+            sampling=self.sampling,
+        )
+        extras = RunActivation(env=env, system_prompt=SystemPrompt.of(session.system_prompt))
         if not session.mcp_servers:
             yield extras
             return
@@ -296,7 +301,7 @@ class App:
             failed = [s for s in toolsets.statuses() if s.state != "ready"]
             if failed:
                 tools += _unavailable(failed, wanted, {t.name for t in tools}, session.session_id)
-            yield {**extras, "tools": tools}
+            yield replace(extras, tools=tools)
 
 
 _MCP_START_S = 30.0  # each session MCP server started for a resume away from its editor

@@ -35,6 +35,7 @@ from awaken_stdio.app.claims import (
 )
 from awaken_stdio.app.verdicts import not_waiting, refuse_blind_reruns
 from awaken_stdio.contract.activation import AgentRunResult, EventSink, RunActivation
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.errors import (
     DecisionTargetNotFound,
     Fenced,
@@ -53,11 +54,11 @@ __all__ = ["ContextFactory", "MailboxConfig", "MailboxService"]  # MailboxConfig
 
 log = logging.getLogger(__name__)
 CONTROL_PRIORITY = 64  # decisions and cancellations go before runs queued at the default 128
-# What a resumed run needs from where it resumes (``cwd``, ``services``, ``tools``), for a run of a session (or none)
-# recorded with a working directory; opened for the run's duration (it may start the session's MCP servers).
 OnWaiting = Callable[[], Awaitable[None]]
-# ``wanted``: the tools the run is about to call (a decision's pending calls), so a missing one can say why.
-ContextFactory = Callable[[str | None, str | None, tuple[str, ...]], AbstractAsyncContextManager[dict[str, Any]]]
+# Where a run of a session (or none) recorded with a working directory resumes: an activation's ``env``, ``tools``
+# and ``system_prompt``, opened for the run's duration (it may start the session's MCP servers). ``wanted``: the
+# tools the run is about to call (a decision's pending calls), so a missing one can say why.
+ContextFactory = Callable[[str | None, str | None, tuple[str, ...]], AbstractAsyncContextManager[RunActivation]]
 
 
 @dataclass(slots=True)
@@ -167,7 +168,7 @@ class MailboxService:
             tuple(activation.decisions),
             activation.origin,
             activation.session_id,
-            activation.cwd,
+            activation.env.cwd,
             self.consumer,
         )
         while True:
@@ -203,8 +204,8 @@ class MailboxService:
         """Record decisions for a waiting run, then resume it exactly once: here when nobody holds its thread, or
         its holder's lease ran out (the result is returned), else in the live process that holds it (``None``,
         once that process has taken the decision; with ``follow``, when that process is this one, what the run
-        came to once it waits again or ends). ``context`` gives a resume here the caller's working directory and
-        services (an editor's file system and terminal); ``origin`` names the deciding surface. A run already
+        came to once it waits again or ends). ``context`` gives a resume here the caller's environment (its
+        directory, an editor's file system and terminal); ``origin`` names the deciding surface. A run already
         decided by someone else raises :class:`DecisionSuperseded`."""
         record = await self.waiting(run_id)
         targets = (
@@ -572,15 +573,14 @@ class MailboxService:
         if req.kind == "decide":
             decisions = list(req.decisions)
             if activation is not None:
-                context = _context_of(activation)
                 return await self.runtime.resume(
-                    d.run_id, decisions, sink, record=seen, settle=settle, loaded=loaded, **context
+                    d.run_id, decisions, sink, record=seen, context=activation, settle=settle, loaded=loaded
                 )
             record = seen if seen is not None and seen.run_id == d.run_id else await self.waiting(d.run_id)
             wanted = tuple(t.tool_name for t in record.waiting.tickets) if record.waiting else ()
-            async with self._context(record.session_id, record.cwd, wanted) as extras:
+            async with self._context(record.session_id, record.cwd, wanted) as context:
                 return await self.runtime.resume(
-                    d.run_id, decisions, sink, record=record, settle=settle, loaded=loaded, **extras
+                    d.run_id, decisions, sink, record=record, context=context, settle=settle, loaded=loaded
                 )
         if activation is not None:
             return await self.runtime.run(
@@ -589,35 +589,26 @@ class MailboxService:
         record = await self.runtime.store.load_run(d.run_id)
         if record is not None and record.status in ("waiting", "done"):
             return None  # started before a restart: it now waits for a decision, or it finished
-        activation = RunActivation(
-            [] if record is not None else list(req.messages),
-            d.thread_id,
-            req.agent_id,
-            [] if record is not None else list(req.decisions),
-            run_id=None if record is not None else d.run_id,
-            continue_run_id=d.run_id if record is not None else None,  # it died mid-run: continue it
-            session_id=req.session_id,
-            origin=req.origin,
-            cwd=req.cwd,
-        )
-        async with self._context(req.session_id, req.cwd) as extras:
-            return await self.runtime.run(replace(activation, settle=settle, **extras), sink)
+        async with self._context(req.session_id, req.cwd) as context:
+            activation = RunActivation(
+                messages=[] if record is not None else list(req.messages),
+                thread_id=d.thread_id,
+                agent_id=req.agent_id,
+                decisions=[] if record is not None else list(req.decisions),
+                run_id=None if record is not None else d.run_id,
+                continue_run_id=d.run_id if record is not None else None,  # it died mid-run: continue it
+                session_id=req.session_id,
+                origin=req.origin,
+                env=context.env if context.env.cwd else replace(context.env, cwd=req.cwd),
+                tools=context.tools,
+                system_prompt=context.system_prompt,
+                settle=settle,
+            )
+            return await self.runtime.run(activation, sink)
 
     def _context(
         self, session_id: str | None, cwd: str | None, wanted: tuple[str, ...] = ()
-    ) -> AbstractAsyncContextManager[dict[str, Any]]:
+    ) -> AbstractAsyncContextManager[RunActivation]:
         if self.context is None:
-            return nullcontext({"cwd": cwd} if cwd else {})
+            return nullcontext(RunActivation(env=RunEnvironment(cwd=cwd or None)))
         return self.context(session_id, cwd, wanted)
-
-
-def _context_of(activation: RunActivation) -> dict[str, Any]:
-    """The parts of a holder's activation a resume runs with: its working directory, services and per-run tools."""
-    extras: dict[str, Any] = {
-        "services": activation.services,
-        "tools": activation.tools,
-        "system_prompt": activation.system_prompt,
-    }
-    if activation.cwd:
-        extras["cwd"] = activation.cwd
-    return extras

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.errors import UsageError
 from awaken_stdio.contract.events import AgentEvent
 from awaken_stdio.contract.inference import TokenUsage
@@ -45,9 +46,9 @@ class SystemPrompt:
         return SystemPrompt(mode, "\n\n".join(t for t in texts if isinstance(t, str)))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class RunActivation:
-    """One request to run an agent on a thread.
+    """One request to run an agent on a thread, in ``env`` (where it runs: see ``contract/environment.py``).
 
     ``decisions`` resume suspended calls of the thread (by call id or suspension id); with
     ``wait_for_decisions`` a run that suspends stays alive in-process and takes further decisions through
@@ -66,8 +67,7 @@ class RunActivation:
     parent_tool_call_id: str | None = None
     session_id: str | None = None
     origin: str = "user"
-    cwd: str | None = None
-    services: dict[str, Any] = field(default_factory=dict)
+    env: RunEnvironment = field(default_factory=RunEnvironment)
     frontend_tools: list[ToolDescriptor] = field(default_factory=list)
     tools: list[Tool] = field(default_factory=list)  # offered for this run only (e.g. an ACP session's MCP servers)
     overrides: dict[str, Any] = field(default_factory=dict)

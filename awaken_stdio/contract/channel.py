@@ -1,6 +1,6 @@
 """The client a tool call talks back to: log, progress, ask the user (elicitation), ask the client's model (sampling).
 
-The surface that starts a call puts a ``ClientChannel`` into ``ToolCallContext.services`` under ``CLIENT_CHANNEL``:
+The surface that starts a call gives its runs a ``ClientChannel`` (``RunEnvironment.channel``):
 ``awaken-stdio mcp`` for a tool an MCP client calls directly (``notifications/message`` at or above the client's
 level, ``notifications/progress``, ``elicitation/create``, ``sampling/createMessage``, each when the client declared
 it) and for the tools of an agent run an MCP client started (the same, but questions only in the handshake era);
@@ -17,9 +17,16 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-__all__ = ["CLIENT_CHANNEL", "LOG_LEVELS", "PYTHON_LEVELS", "ClientChannel", "Elicited", "LogLevel", "Sampled"]
+__all__ = [
+    "LOG_LEVELS",
+    "PYTHON_LEVELS",
+    "ClientChannel",
+    "Elicited",
+    "LogLevel",
+    "Sampled",
+    "SamplingHost",
+]
 
-CLIENT_CHANNEL = "client_channel"
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 PYTHON_LEVELS: dict[LogLevel, int] = {
@@ -68,3 +75,14 @@ class ClientChannel(Protocol):
     async def sample(self, params: dict[str, Any]) -> Sampled:
         """``params``: the ``sampling/createMessage`` params (``messages``, ``maxTokens``, ``systemPrompt``...)."""
         ...
+
+
+class SamplingHost(Protocol):
+    """The client's model, as the ``mcp_sampling`` provider asks it: whether it samples (with tools), and the
+    ``sampling/createMessage`` request itself (its result as sent)."""
+
+    def can_sample(self) -> bool: ...
+
+    def can_use_tools(self) -> bool: ...
+
+    async def create_message(self, params: dict[str, Any]) -> dict[str, Any]: ...

@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from awaken_stdio.contract.messages import Message, ThinkingBlock, ToolCall
+
+if TYPE_CHECKING:
+    from awaken_stdio.contract.channel import SamplingHost
 
 __all__ = [
     "InferenceRequest",
@@ -111,6 +114,8 @@ class InferenceRequest:
     reasoning_effort: str | None = None
     enable_prompt_cache: bool = True
     overrides: dict[str, Any] = field(default_factory=dict)
+    # the client's model of the run's environment (``RunEnvironment.sampling``): the ``mcp_sampling`` provider asks it
+    sampling: SamplingHost | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from awaken_stdio.contract.ids import new_id, now_ms
 
 __all__ = [
+    "COMPACTION_ACTIVITY",
     "COMPACTION_KEY",
     "AudioBlock",
     "ContentBlock",
@@ -157,6 +158,7 @@ def _blocks(value: str | ContentBlock | list[ContentBlock] | tuple[ContentBlock,
 
 
 COMPACTION_KEY = "compaction"  # metadata of a compaction summary: {"boundary": ..., "assistant_turns": ...}
+COMPACTION_ACTIVITY = "compaction"  # the ``activity_type`` of the events a compaction emits as it goes
 
 
 def is_summary(m: Message) -> bool:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from awaken_stdio.contract.channel import CLIENT_CHANNEL, PYTHON_LEVELS, Elicited, LogLevel, Sampled
+from awaken_stdio.contract.channel import PYTHON_LEVELS, Elicited, LogLevel, Sampled
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.errors import ToolError, ToolFailure
 from awaken_stdio.contract.events import ActivitySnapshot, AgentEvent, ToolCallStreamDelta
 from awaken_stdio.contract.results import ToolResult, ToolStatus
@@ -131,13 +132,13 @@ class CancelToken:
         await self._event.wait()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ToolCallContext:
     """Everything a tool call may use: identity, the state snapshot, profile access, progress, cancellation.
 
-    ``run_identity`` names the run and its lineage (parent run, thread and tool call of a delegate). ``services``
-    carries per-run collaborators the host supplies (the workspace file system and process runner,
-    an ACP client's ``fs/*`` and ``terminal/*``), so tools never reach into protocols themselves.
+    ``run_identity`` names the run and its lineage (parent run, thread and tool call of a delegate). ``env`` is
+    where the run runs (its directory and roots, an ACP client's ``fs/*`` and ``terminal/*``, the client to talk
+    back to), so tools never reach into protocols themselves.
     """
 
     call_id: str
@@ -146,13 +147,12 @@ class ToolCallContext:
     run_id: str
     agent_id: str
     snapshot: Snapshot
-    cwd: str | None = None
+    env: RunEnvironment = field(default_factory=RunEnvironment)
     resume_input: ToolCallResume | None = None
     suspension_id: str | None = None
     suspension_reason: str | None = None
     profile: ProfileAccess | None = None
     cancel: CancelToken = field(default_factory=CancelToken)
-    services: Mapping[str, Any] = field(default_factory=dict)
     emit: Callable[[AgentEvent], Awaitable[None]] | None = None
     run_identity: RunIdentity | None = None
 
@@ -174,13 +174,13 @@ class ToolCallContext:
     async def log(self, level: LogLevel, message: str) -> None:
         """A log line for the client that called the tool (MCP ``notifications/message`` at or above the level it
         set), else for the log."""
-        channel = self.services.get(CLIENT_CHANNEL)
+        channel = self.env.channel
         if channel is None or not await channel.log(level, message):
             logging.getLogger("awaken_stdio.tools").log(PYTHON_LEVELS[level], "%s: %s", self.tool_name, message)
 
     async def progress(self, done: float, total: float | None = None, message: str = "") -> None:
         """How far the call got (``done`` of ``total``): MCP progress, or the ACP tool call's progress."""
-        channel = self.services.get(CLIENT_CHANNEL)
+        channel = self.env.channel
         if channel is None or not await channel.progress(done, total, message or None):
             await self.report_progress("running", message, progress=done, total=total)
 
@@ -190,7 +190,7 @@ class ToolCallContext:
         Raises ``ToolFailure`` (the call fails; a run goes on) where no one can be asked: the client cannot show the
         question, or no client is attached (a run resumed away from the client that started it).
         """
-        channel = self.services.get(CLIENT_CHANNEL)
+        channel = self.env.channel
         if channel is None:
             raise ToolFailure(
                 f"{self.tool_name} asked the user a question (elicitation), but no client that could ask is attached "
@@ -210,7 +210,7 @@ class ToolCallContext:
         """Ask the calling client's model (MCP ``sampling/createMessage``); ``messages``: a user text, or MCP
         sampling messages (``{"role": ..., "content": {...}}``). ``params``: more of its params, e.g.
         ``temperature``, ``modelPreferences``. Raises ``ToolFailure`` where no client model can be reached."""
-        channel = self.services.get(CLIENT_CHANNEL)
+        channel = self.env.channel
         if channel is None:
             raise ToolFailure(
                 f"{self.tool_name} asked the client's model (sampling), but no client with a model is attached to "

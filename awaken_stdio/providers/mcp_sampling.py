@@ -1,14 +1,11 @@
 """The ``mcp_sampling`` provider: model turns through ``sampling/createMessage`` on the MCP client's own model.
 
 An MCP host with a model (VS Code, fast-agent, Claude Code...) can then run awaken-stdio's agents with no API key:
-``awaken-stdio mcp`` attaches the client it serves as the host (``attach``) once that client has declared
-``sampling``; until then, and in any other process, a turn fails with ``ProviderError(invalid_request)`` saying so.
-
-The 2026-07-28 era has no requests to the client in the middle of a call: there each model turn is one round of the
-client's call (``Round``, set for the call's task by the MCP server). A turn whose answer the round does not carry
-records its request in the round and raises ``ModelAnswerPending``: the run waits durably, the call ends
-``input_required`` with that request, and the client's retry resumes the run with the answer, keyed by a digest of
-the request it answers (an answer to another request, e.g. one asked before a crash lost a step, is not used).
+the request carries the client's model of the run's environment (``RunEnvironment.sampling``, which
+``awaken-stdio mcp`` gives the runs it serves); a run without one, or whose client did not declare ``sampling``,
+fails its turn with ``ProviderError(invalid_request)`` saying so. How the client answers (a request in the middle of
+the call, or in the 2026-07-28 era one round of the call per turn, ``ModelAnswerPending`` until the retry brings the
+answer) is the MCP server's business (``protocols/mcp/channel.py``).
 
 A request becomes sampling params: system messages join ``systemPrompt``; user text, images and audio stay blocks;
 assistant tool calls become ``tool_use`` blocks and tool results ``tool_result`` blocks of a user message (the
@@ -20,16 +17,12 @@ streaming in sampling), as text, tool calls and the stop reason.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 from collections.abc import AsyncIterator
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from awaken_stdio.contract.content import to_wire
-from awaken_stdio.contract.errors import ModelAnswerPending, ProviderError
+from awaken_stdio.contract.errors import ProviderError
 from awaken_stdio.contract.inference import (
     InferenceRequest,
     ModelCapabilities,
@@ -41,16 +34,7 @@ from awaken_stdio.contract.inference import (
 )
 from awaken_stdio.contract.messages import Message, TextBlock
 
-__all__ = [
-    "CURRENT_ROUND",
-    "DEFAULT_MAX_TOKENS",
-    "McpSamplingModel",
-    "Round",
-    "SamplingHost",
-    "attach",
-    "digest",
-    "host",
-]
+__all__ = ["DEFAULT_MAX_TOKENS", "McpSamplingModel"]
 
 DEFAULT_MAX_TOKENS = 4096
 _STOP: dict[str, StopReason] = {
@@ -61,42 +45,8 @@ _STOP: dict[str, StopReason] = {
 }
 
 
-class SamplingHost(Protocol):
-    """The MCP client a process serves: whether it samples (with tools), and the request itself."""
-
-    def can_sample(self) -> bool: ...
-
-    def can_use_tools(self) -> bool: ...
-
-    async def create_message(self, params: dict[str, Any]) -> dict[str, Any]: ...
-
-
-@dataclass(slots=True)
-class Round:
-    """One 2026-era call of a client: whether it samples (with tools), the answers it brought (by ``digest`` of the
-    request each answers), and the request a turn found unanswered (``asked``), for the call's ``input_required``."""
-
-    sampling: dict[str, Any] | None
-    answers: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
-    asked: dict[str, Any] | None = None
-
-
-CURRENT_ROUND: ContextVar[Round | None] = ContextVar("mcp_sampling_round", default=None)
-_host: SamplingHost | None = None
-
-
-def attach(new: SamplingHost | None) -> None:
-    """Set (or, with None, clear) the client this process's ``mcp_sampling`` models ask."""
-    global _host
-    _host = new
-
-
-def host() -> SamplingHost | None:
-    return _host
-
-
 class McpSamplingModel:
-    """An ``LlmExecutor`` asking the attached MCP client's model."""
+    """An ``LlmExecutor`` asking the client's model of the run's environment (``InferenceRequest.sampling``)."""
 
     def __init__(self, model: str = "", *, max_output_tokens: int | None = None, context_window: int | None = None):
         self.model = model
@@ -111,17 +61,7 @@ class McpSamplingModel:
         return self._capabilities
 
     async def stream(self, request: InferenceRequest) -> AsyncIterator[StreamChunk]:
-        current = CURRENT_ROUND.get()
-        if current is not None and current.sampling is not None:
-            params = self.params(request, tools="tools" in current.sampling)
-            answer = current.answers.get(digest(params))
-            if answer is None:
-                current.asked = params
-                raise ModelAnswerPending("waiting for the MCP client's model to answer (a 2026-07-28 round)")
-            for chunk in _chunks(answer):
-                yield chunk
-            return
-        client = _host
+        client = request.sampling
         if client is None or not client.can_sample():
             raise ProviderError(
                 "invalid_request",
@@ -167,12 +107,6 @@ class McpSamplingModel:
             ]
             params["toolChoice"] = {"mode": "auto"}
         return params
-
-
-def digest(params: dict[str, Any]) -> str:
-    """What identifies a sampling request: a digest of its canonical JSON."""
-    text = json.dumps(params, separators=(",", ":"), sort_keys=True, ensure_ascii=False, default=str)
-    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:12]).decode()
 
 
 def _append(messages: list[dict[str, Any]], m: Message) -> None:

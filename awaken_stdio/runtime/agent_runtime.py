@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -28,9 +28,9 @@ from awaken_stdio.contract.errors import (
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.inference import LlmExecutor, TokenUsage
 from awaken_stdio.contract.lifecycle import TerminationReason
-from awaken_stdio.contract.mailbox import Fence
+from awaken_stdio.contract.mailbox import DispatchSettle, Fence
 from awaken_stdio.contract.messages import Message
-from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store
+from awaken_stdio.contract.stores import Checkpoint, LoadedThread, RunRecord, Store, ThreadForRun
 from awaken_stdio.contract.suspension import Decisions, ToolCallResume
 from awaken_stdio.contract.tools import CancelToken, Tool
 from awaken_stdio.runtime.compaction import (
@@ -213,7 +213,7 @@ class AgentRuntime:
         raises after an ``error`` event (there is no ``run_finish`` then).
         """
         if isinstance(activation, str):
-            activation = RunActivation([Message.user(activation)])
+            activation = RunActivation(messages=[Message.user(activation)])
         activation.validate()
         thread_id = activation.thread_id or new_id()
         if thread_id in self._active:
@@ -319,7 +319,7 @@ class AgentRuntime:
             parent_tool_call_id=activation.parent_tool_call_id,
             session_id=activation.session_id,
             origin=activation.origin,
-            cwd=activation.cwd,
+            cwd=activation.env.cwd,
         )
 
     async def resume(
@@ -329,18 +329,23 @@ class AgentRuntime:
         sink: EventSink | None = None,
         *,
         record: RunRecord | None = None,
-        **activation: Any,
+        context: RunActivation | None = None,
+        settle: DispatchSettle | None = None,
+        loaded: ThreadForRun | None = None,
     ) -> AgentRunResult:
         """Continue a waiting run from the store with ``decisions`` (any process, after any restart). ``record``:
         the run as the caller read it already (its thread, agent and context; whether it still waits is checked
-        on the run loaded with its thread)."""
+        on the run loaded with its thread). ``context``: where it resumes (the ``env``, ``tools`` and
+        ``system_prompt`` of an activation; default: the run's recorded directory). ``settle`` and ``loaded`` as
+        :class:`RunActivation`'s."""
         if record is None or record.run_id != run_id:
             record = await self.store.load_run(run_id)
         if record is None:
             raise InvalidResume(f"run {run_id} not found")
         if record.status != "waiting":
             raise InvalidResume(f"run {run_id} is not waiting ({record.display_status})")
-        options: dict[str, Any] = {"cwd": record.cwd, **activation}
+        context = context or RunActivation()
+        env = context.env if context.env.cwd else replace(context.env, cwd=record.cwd)
         return await self.run(
             RunActivation(
                 thread_id=record.thread_id,
@@ -349,7 +354,11 @@ class AgentRuntime:
                 continue_run_id=run_id,
                 session_id=record.session_id,
                 origin=record.origin,
-                **options,
+                env=env,
+                tools=context.tools,
+                system_prompt=context.system_prompt,
+                settle=settle,
+                loaded=loaded,
             ),
             sink,
         )

@@ -15,13 +15,20 @@ from typing import Any, Literal
 
 import anyio
 
+from awaken_stdio.contract.channel import SamplingHost
 from awaken_stdio.contract.events import ActivitySnapshot, AgentEvent
 from awaken_stdio.contract.ids import new_id
 from awaken_stdio.contract.inference import InferenceRequest, LlmExecutor, StreamAccumulator, TextChunk, TokenUsage
-from awaken_stdio.contract.messages import COMPACTION_KEY, Message, TextBlock, is_summary, model_turns
+from awaken_stdio.contract.messages import (
+    COMPACTION_ACTIVITY,
+    COMPACTION_KEY,
+    Message,
+    TextBlock,
+    is_summary,
+    model_turns,
+)
 
 __all__ = [
-    "COMPACTION_ACTIVITY",
     "MIN_REMOVED_TOKENS",
     "SUMMARY_SYSTEM",
     "CompactionPolicy",
@@ -36,7 +43,6 @@ __all__ = [
 ]
 
 MIN_REMOVED_TOKENS = 1024
-COMPACTION_ACTIVITY = "compaction"  # the ``activity_type`` of the events a :class:`CompactionReport` emits
 _RUNNING_TOTALS = 64  # conversations whose running token total a compactor keeps, most recently used first out
 _NON_TEXT_CHARS = 50
 _TOOL_RESULT_CHARS = 2000  # of each tool result in the transcript: file dumps add little to a summary
@@ -253,13 +259,16 @@ class Compactor:
             self._totals.popitem(last=False)
         return total
 
-    async def compact(self, view: list[Message], report: CompactionReport | None = None) -> CompactionResult:
+    async def compact(
+        self, view: list[Message], report: CompactionReport | None = None, *, sampling: SamplingHost | None = None
+    ) -> CompactionResult:
         """Plan, summarise, and check the savings; the caller appends ``result.summary`` to the durable log. What it
-        does is told to ``report``, when given, from the summary model's call on."""
+        does is told to ``report``, when given, from the summary model's call on. ``sampling``: the client's model
+        of the run's environment, for a summary model that asks it."""
         if report is None:
-            return await self._compact(view, None)
+            return await self._compact(view, None, sampling)
         try:
-            result = await self._compact(view, report)
+            result = await self._compact(view, report, sampling)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await report.fail("The compaction was cancelled.", status="cancelled")
@@ -270,7 +279,9 @@ class Compactor:
         await report.finish(result)
         return result
 
-    async def _compact(self, view: list[Message], report: CompactionReport | None) -> CompactionResult:
+    async def _compact(
+        self, view: list[Message], report: CompactionReport | None, sampling: SamplingHost | None
+    ) -> CompactionResult:
         before = estimate_tokens(view)
         cut = plan_cut(view, self.policy.keep_messages)
         if cut is None:
@@ -281,7 +292,7 @@ class Compactor:
             return CompactionResult(None, reason, before)
         if report is not None:
             await report.start()
-        text, usage = await self._summarise(view[:cut], report)
+        text, usage = await self._summarise(view[:cut], report, sampling)
         if not text:
             return CompactionResult(None, "the model returned an empty summary", before, usage=usage)
         summarised = sum(1 for m in view[:cut] if not is_summary(m))
@@ -301,7 +312,7 @@ class Compactor:
         return CompactionResult(summary, "", before, after, summarised, usage)
 
     async def _summarise(
-        self, messages: list[Message], report: CompactionReport | None = None
+        self, messages: list[Message], report: CompactionReport | None, sampling: SamplingHost | None
     ) -> tuple[str, TokenUsage | None]:
         # The transcript goes as text in one user message: no tools are offered, and providers refuse tool calls in
         # a history without tool definitions.
@@ -312,6 +323,7 @@ class Compactor:
             system=SUMMARY_SYSTEM,
             max_output_tokens=self.policy.summary_max_tokens,
             enable_prompt_cache=False,
+            sampling=sampling,
         )
         acc = StreamAccumulator()
         async for chunk in self.executor.stream(request):

@@ -56,14 +56,13 @@ class AgentTool(Tool):
             return ToolResult.success(self.name, ctx.resume_input.result)
         await ctx.report_progress("running", f"delegating to {self.agent_id}")
         activation = RunActivation(
-            [Message.user(args["prompt"])],
+            messages=[Message.user(args["prompt"])],
             agent_id=self.agent_id,
             parent_run_id=ctx.run_id,
             parent_thread_id=ctx.thread_id,
             parent_tool_call_id=ctx.call_id,
             origin="delegate",
-            cwd=ctx.cwd,
-            services=dict(ctx.services),
+            env=ctx.env,  # the parent's: its directory, editor, client and mode
         )
         try:
             child = await self.run(activation)

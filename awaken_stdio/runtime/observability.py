@@ -28,7 +28,6 @@ from awaken_stdio.contract.errors import ProviderError
 from awaken_stdio.contract.inference import InferenceRequest, TokenUsage
 from awaken_stdio.contract.tools import ToolResult
 from awaken_stdio.runtime import otel
-from awaken_stdio.runtime.otel import TRACE_CONTEXT, TraceContext
 from awaken_stdio.runtime.plugins import Phase, PhaseContext, Plugin, PluginRegistrar
 from awaken_stdio.runtime.runtime_keys import RUN_LIFECYCLE
 
@@ -282,13 +281,13 @@ class ObservabilityPlugin(Plugin):
             }
             if ctx.agent.description:
                 attributes["gen_ai.agent.description"] = ctx.agent.description
-            trace = ctx.services.get(TRACE_CONTEXT)
-            parent = trace.parent() if isinstance(trace, TraceContext) else None  # the client's span, if it sent one
+            trace = ctx.env.trace
+            parent = trace.parent() if trace is not None else None  # the client's span, if it sent one
             run.span = self._tracer.start_span(
                 f"invoke_agent {ctx.agent.id}", context=parent, kind=self._api.SpanKind.INTERNAL, attributes=attributes
             )
             run.context = self._api.set_span_in_context(run.span, parent)
-            if isinstance(trace, TraceContext):
+            if trace is not None:
                 trace.span = run.context  # the requests made on the run's behalf carry it on
         return run
 

@@ -1,11 +1,5 @@
 """OpenTelemetry when it is installed (the ``otel`` extra): the tracer provider the standard ``OTEL_*`` variables ask
-for, and W3C trace context carried across a protocol boundary.
-
-A run whose services hold a client's W3C trace context (:data:`TRACE_CONTEXT`, a :class:`TraceContext` made from
-the ``_meta`` of the request that started it: ``traceparent``, ``tracestate``, ``baggage``) gets its
-``invoke_agent`` span under that parent, and the context records the span, so the requests made on the run's
-behalf (ACP permission, file and terminal requests) carry it on. Without OpenTelemetry the received fields are
-passed on unchanged, and a request without them costs nothing.
+for. The W3C trace context a client sends is ``contract/tracing.py``'s.
 """
 
 from __future__ import annotations
@@ -14,7 +8,6 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -22,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-__all__ = ["TRACE_CONTEXT", "TraceContext", "otel_from_env", "sdk_disabled", "trace_api"]
+__all__ = ["otel_from_env", "sdk_disabled", "trace_api"]
 
 log = logging.getLogger(__name__)
 
@@ -42,61 +35,6 @@ def trace_api() -> ModuleType | None:
     except ImportError:
         return None
     return trace
-
-
-def _propagate() -> ModuleType | None:
-    """``opentelemetry.propagate`` (the globally configured propagators, W3C trace context and baggage by default),
-    or ``None`` without the ``otel`` extra."""
-    return _propagate_module() if trace_api() is not None else None
-
-
-@cache
-def _propagate_module() -> ModuleType | None:
-    try:
-        from opentelemetry import propagate
-    except ImportError:
-        return None
-    return propagate
-
-
-# -- W3C trace context across a protocol boundary -----------------------------------------------------------------
-
-TRACE_CONTEXT = "trace_context"  # the run service holding a client's trace context (a TraceContext)
-_W3C_FIELDS = ("traceparent", "tracestate", "baggage")
-
-
-@dataclass(slots=True)
-class TraceContext:
-    """The W3C trace context a client sent with a request (the root keys ``traceparent``, ``tracestate`` and
-    ``baggage`` of its ``_meta``), and the OpenTelemetry context of the run span made under it (``span``, set by
-    :class:`observability.ObservabilityPlugin` when it traces)."""
-
-    carrier: dict[str, str]
-    span: Any = None
-
-    @staticmethod
-    def of(meta: Any) -> TraceContext | None:
-        """The trace context in a request's ``_meta``; ``None`` without a ``traceparent`` (nothing to carry)."""
-        if not isinstance(meta, dict) or not isinstance(meta.get("traceparent"), str):
-            return None
-        return TraceContext({k: v for k in _W3C_FIELDS if isinstance(v := meta.get(k), str)})
-
-    def parent(self) -> Any:
-        """The OpenTelemetry context to start the run's span in (``None`` without OpenTelemetry)."""
-        propagate = _propagate()
-        return propagate.extract(self.carrier) if propagate is not None else None
-
-    def outgoing(self) -> dict[str, str]:
-        """The fields for a request made on the run's behalf: its span's context when it is traced, else the ones
-        received, passed on as they came."""
-        if self.span is not None:
-            propagate = _propagate()
-            if propagate is not None:
-                carrier: dict[str, str] = {}
-                propagate.inject(carrier, context=self.span)
-                if carrier.get("traceparent"):
-                    return carrier
-        return dict(self.carrier)
 
 
 def otel_from_env(environ: Mapping[str, str] | None = None) -> TracerProvider | None:

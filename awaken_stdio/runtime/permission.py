@@ -13,11 +13,11 @@ for the tool as a whole, except ``run_command``, whose programs are remembered (
 ``run_command(git *)``). A grant acts as a rule placed after the configured ones, so the order is: configured deny >
 remembered deny > configured or remembered allow > configured ask > default. Expired grants are ignored.
 
-**Modes** (``ctx.services[MODE_SERVICE]``, default ``default``): ``default`` applies the above; ``accept_edits``
-turns Ask into Allow for edit-kind tools (commands still ask); ``plan`` offers the model only tools declaring
-themselves read-only (which are then judged as usual), and a call to any other fails with an error result the model
-reads (the run goes on); ``bypass`` turns every Ask into Allow. Deny rules and remembered denies deny in every
-mode: bypass means "do not ask me", not "ignore what I forbade".
+**Modes** (``ctx.env.mode``, the session's, read at each call; default ``default``): ``default`` applies the above;
+``accept_edits`` turns Ask into Allow for edit-kind tools (commands still ask); ``plan`` offers the model only tools
+declaring themselves read-only (which are then judged as usual), and a call to any other fails with an error result
+the model reads (the run goes on); ``bypass`` turns every Ask into Allow. Deny rules and remembered denies deny in
+every mode: bypass means "do not ask me", not "ignore what I forbade".
 
 The gate answers Deny with ``Block`` (the run ends ``blocked``) and Ask with a ``perm_<call id>`` suspension that is
 replayed through the gate once a person approves. Tools a configured rule denies whatever their arguments are taken
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GLOBAL_WORKSPACE",
-    "MODE_SERVICE",
     "Behavior",
     "PermissionDecision",
     "PermissionMode",
@@ -65,7 +64,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MODE_SERVICE = "permission_mode"
 GLOBAL_WORKSPACE = "global"  # not an absolute path, so it never collides with a real workspace
 
 Behavior = Literal["allow", "ask", "deny"]
@@ -151,7 +149,7 @@ class PermissionPolicy:
 
 
 def permission_mode(ctx: PhaseContext) -> PermissionMode:
-    mode = ctx.services.get(MODE_SERVICE) or "default"
+    mode = ctx.env.mode.value or "default"
     if mode not in _MODES:
         raise ConfigError(f"unknown permission mode {mode!r}; expected one of {', '.join(_MODES)}")
     return cast(PermissionMode, mode)
@@ -221,7 +219,7 @@ class PermissionPlugin(Plugin):
         if mode == "plan" and not (descriptor is not None and descriptor.read_only):
             message = f"Tool '{name}' is not available in plan mode: only read-only tools run until plan mode ends."
             return SetResult(ToolResult.error(name, message))
-        decision = await self.decide(name, ctx.tool_args, descriptor, ctx.cwd, ctx.agent, mode)
+        decision = await self.decide(name, ctx.tool_args, descriptor, ctx.env.cwd, ctx.agent, mode)
         if decision.behavior == "deny":
             return Block(f"Tool '{name}' denied by permission rules")
         if decision.behavior == "ask":
@@ -262,7 +260,7 @@ class PermissionPlugin(Plugin):
 
     async def on_decision(self, ctx: PhaseContext, decision: ToolCallResume) -> None:
         if ctx.tool_name is not None:
-            await self.remember(ctx.tool_name, ctx.tool_args, ctx.cwd, decision)
+            await self.remember(ctx.tool_name, ctx.tool_args, ctx.env.cwd, decision)
 
     async def remember(self, name: str, args: Any, cwd: str | None, decision: ToolCallResume) -> None:
         """Remember an ``allow_always`` / ``reject_always`` answer to a call of ``name`` for the workspace ``cwd``;

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.errors import (
     EffectHandlerAlreadyRegistered,
     HandlerAlreadyRegistered,
@@ -66,11 +67,12 @@ class Phase(StrEnum):
     RUN_END = "run_end"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class PhaseContext:
     """What a hook sees. Tool fields are set in the tool phases, ``response`` after inference, ``offered_tools``
     (the descriptors of the tools in the request, by name) for request transforms. ``run_identity`` names the run
-    and its lineage (a delegate's parent run, thread and tool call)."""
+    and its lineage (a delegate's parent run, thread and tool call); ``env`` is where the run runs (its directory,
+    permission mode, the client's trace context)."""
 
     phase: Phase
     snapshot: Snapshot
@@ -86,10 +88,9 @@ class PhaseContext:
     tool_descriptor: Any = None
     response: StreamResult | None = None
     resume_input: ToolCallResume | None = None
-    cwd: str | None = None
+    env: RunEnvironment = field(default_factory=RunEnvironment)
     profile: ProfileAccess | None = None
     cancel: CancelToken | None = None
-    services: dict[str, Any] = field(default_factory=dict)
     offered_tools: Mapping[str, ToolDescriptor] = field(default_factory=dict)
     run_identity: RunIdentity | None = None
 

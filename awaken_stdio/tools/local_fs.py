@@ -22,22 +22,15 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, Protocol
+from typing import Any, BinaryIO
 
 import anyio
 import anyio.to_thread
 
 from awaken_stdio.contract.errors import ToolError, ToolFailure
+from awaken_stdio.contract.workspace import DirEntry, FileSystem, SearchHit, TextWindow
 
-__all__ = [
-    "SKIPPED_DIRECTORIES",
-    "DirEntry",
-    "FileSystem",
-    "LocalFileSystem",
-    "SearchHit",
-    "TextWindow",
-    "compile_glob",
-]
+__all__ = ["SKIPPED_DIRECTORIES", "LocalFileSystem", "compile_glob", "open_file"]
 
 SKIPPED_DIRECTORIES = frozenset(
     {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache",
@@ -49,74 +42,6 @@ _BINARY_SNIFF_BYTES = 8192
 
 
 # -- the file system -------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TextWindow:
-    """Some lines of a text file, and how many lines the whole file has (for "N more lines" notes)."""
-
-    text: str
-    total_lines: int
-
-
-@dataclass(frozen=True, slots=True)
-class DirEntry:
-    name: str
-    kind: Literal["file", "directory", "other"]  # symlinks followed
-    size: int | None  # files only
-    symlink: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    path: Path
-    line: int  # 1-based
-    text: str  # without the line ending
-
-
-class FileSystem(Protocol):
-    """File access for the built-in tools. Paths arrive absolute and confined (``Workspace.resolve``).
-
-    Errors are ``ToolFailure``s the model can act on: ``not_found`` for a missing path, ``execution_failed`` for a
-    binary file or a directory where a file is expected. An editor-backed implementation (ACP ``fs/*``) typically
-    overrides ``read_text``/``write_text`` and inherits the rest from ``LocalFileSystem``, as editors offer no
-    listing or search.
-    """
-
-    async def read_text(self, path: Path, *, line: int | None = None, limit: int | None = None) -> TextWindow:
-        """Lines ``line`` (1-based, default 1) to ``line + limit - 1`` (default: to the end), endings kept."""
-        ...
-
-    async def write_text(self, path: Path, content: str) -> None:
-        """Write ``content`` exactly, creating missing parent directories."""
-        ...
-
-    async def list_directory(self, path: Path) -> list[DirEntry]:
-        """The entries of a directory, in no particular order."""
-        ...
-
-    async def find(self, root: Path, pattern: str, *, gitignore_from: Path | None = None) -> list[Path]:
-        """Every file under ``root`` whose relative path matches the glob ``pattern`` (see ``compile_glob``).
-
-        Files that ``.gitignore`` files ignore are left out: those under ``root``, and with ``gitignore_from`` (the
-        workspace root above ``root``) those between it and ``root``.
-        """
-        ...
-
-    async def search(
-        self,
-        root: Path,
-        regex: re.Pattern[str],
-        *,
-        glob: str | None,
-        limit: int,
-        gitignore_from: Path | None = None,
-    ) -> list[SearchHit]:
-        """Up to ``limit`` lines matching ``regex`` in the text files at or under ``root``, in walk order.
-
-        Leaves out the same files as ``find``.
-        """
-        ...
 
 
 class LocalFileSystem(FileSystem):
@@ -252,7 +177,7 @@ def _open_regular(directory: _Dir, path: Path, flags: int) -> int:
     return fd
 
 
-def _open_file(path: Path, flags: int) -> int:
+def open_file(path: Path, flags: int) -> int:
     """``_open_regular`` at ``path``; with ``O_CREAT`` missing parent directories are created."""
     try:
         directory = _open_dir(path.parent, create=bool(flags & os.O_CREAT))
@@ -300,7 +225,7 @@ def _read_window(path: Path, line: int, limit: int | None) -> TextWindow:
     end = None if limit is None else line - 1 + limit
     kept: list[str] = []
     total = 0
-    with open(_open_file(path, os.O_RDONLY), "rb") as raw:
+    with open(open_file(path, os.O_RDONLY), "rb") as raw:
         lines = _text(raw)
         if lines is None:
             raise binary
@@ -315,7 +240,7 @@ def _read_window(path: Path, line: int, limit: int | None) -> TextWindow:
 
 def _write(path: Path, content: str) -> None:
     data = content.encode("utf-8")
-    with open(_open_file(path, os.O_WRONLY | os.O_CREAT), "wb") as f:
+    with open(open_file(path, os.O_WRONLY | os.O_CREAT), "wb") as f:
         f.truncate()  # only now: a refused file is left as it was
         f.write(data)
 

@@ -8,26 +8,17 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
 
 import anyio
 import anyio.abc
 import anyio.to_thread
 
+from awaken_stdio.contract.workspace import OutputCallback, ProcessResult, ProcessRunner, TerminalCallback
 from awaken_stdio.tools._processes import open_session_process, release_session, signal_group
 
-__all__ = [
-    "TERMINAL_ACTIVITY",
-    "LocalProcessRunner",
-    "OutputCallback",
-    "ProcessResult",
-    "ProcessRunner",
-    "TerminalCallback",
-    "default_shell",
-]
+__all__ = ["LocalProcessRunner", "default_shell"]
 
 # After the shell exits, background jobs it started may hold the output pipe open for ever: read this long, then stop.
 _DRAIN_S = 0.3
@@ -35,48 +26,10 @@ _DRAIN_S = 0.3
 
 # -- processes -------------------------------------------------------------------------------------------------
 
-OutputCallback = Callable[[str], Awaitable[None]]
-TerminalCallback = Callable[[str], Awaitable[None]]  # given a client terminal's id as soon as it exists
-TERMINAL_ACTIVITY = "terminal"  # the tool call activity naming the client terminal it runs in: ``{"terminal_id": ...}``
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessResult:
-    """How a command ended. ``output`` is stdout and stderr interleaved, its beginning cut when over the limit."""
-
-    exit_code: int | None  # None when killed by a signal or stopped at the timeout
-    output: str
-    omitted_chars: int = 0  # cut from the beginning of ``output``
-    signal: str | None = None
-    timed_out: bool = False
-    terminal_id: str | None = None  # an ACP terminal the client shows; None for local processes
-
 
 async def default_shell() -> str:
     """The shell that runs commands: ``bash`` when it is on the PATH, else ``/bin/sh``."""
     return await anyio.to_thread.run_sync(lambda: shutil.which("bash") or "/bin/sh")
-
-
-class ProcessRunner(Protocol):
-    """Runs shell commands for ``run_command``.
-
-    An implementation streams output to ``on_output`` as it comes, keeps at most ``output_limit`` characters (the
-    end, as ACP ``terminal/output`` does), and on timeout or cancellation stops the command and everything it
-    started before returning or re-raising. ``env`` adds variables to the agent's environment. One that runs the
-    command in a client's terminal names it to ``on_terminal`` first, while the client can still show it.
-    """
-
-    async def run(
-        self,
-        command: str,
-        *,
-        cwd: Path,
-        timeout_s: float,
-        output_limit: int,
-        env: Mapping[str, str] | None = None,
-        on_output: OutputCallback | None = None,
-        on_terminal: TerminalCallback | None = None,
-    ) -> ProcessResult: ...
 
 
 class LocalProcessRunner(ProcessRunner):

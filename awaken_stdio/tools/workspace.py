@@ -1,10 +1,10 @@
 """The workspace seam: where the built-in tools may reach, and the file system and processes they use.
 
 A run's tools see one ``Workspace`` (the session ``cwd`` plus any additional directories) and two small async
-interfaces, ``FileSystem`` and ``ProcessRunner``, instead of the OS. The host puts its own implementations into
-``ToolCallContext.services`` under the keys below; an ACP client that offers ``fs/*`` and ``terminal/*`` gets
-editor-backed ones (unsaved buffers, reviewed writes, embedded terminals) without any tool changing. Absent keys
-fall back to ``LocalFileSystem`` / ``LocalProcessRunner`` on a workspace built from ``ctx.cwd``.
+interfaces, ``FileSystem`` and ``ProcessRunner`` (``contract/workspace.py``), instead of the OS. The run's
+environment (``ctx.env``) may carry its host's own implementations; an ACP client that offers ``fs/*`` and
+``terminal/*`` gets editor-backed ones (unsaved buffers, reviewed writes, embedded terminals) without any tool
+changing. Without them, ``LocalFileSystem`` / ``LocalProcessRunner`` on a workspace built from ``ctx.env.cwd``.
 
 What this module does not do: decide whether a call may run (the permission gate), or format results for the
 model (the tools in ``tools/builtin``). Every path a tool touches goes through ``Workspace.resolve`` first, so an
@@ -16,41 +16,20 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 
 from awaken_stdio.contract.errors import ToolFailure
-from awaken_stdio.tools.local_fs import FileSystem, LocalFileSystem
-from awaken_stdio.tools.runner import LocalProcessRunner, ProcessRunner
+from awaken_stdio.contract.workspace import FileSystem, ProcessRunner
+from awaken_stdio.tools.local_fs import LocalFileSystem
+from awaken_stdio.tools.runner import LocalProcessRunner
 
 if TYPE_CHECKING:
     from awaken_stdio.contract.tools import ToolCallContext
 
-__all__ = [
-    "ADDITIONAL_DIRECTORIES",
-    "FILE_SYSTEM",
-    "PROCESS_RUNNER",
-    "WORKSPACE",
-    "Workspace",
-    "get_file_system",
-    "get_process_runner",
-    "get_workspace",
-]
-
-# -- ToolCallContext.services keys -----------------------------------------------------------------------------
-
-WORKSPACE = "workspace"
-"""A ``Workspace``: the roots every path is confined to. Default: ``ctx.cwd`` plus ``ADDITIONAL_DIRECTORIES``."""
-ADDITIONAL_DIRECTORIES = "additional_directories"
-"""Directories (absolute, or relative to ``ctx.cwd``) that widen the default workspace (ACP ``additionalDirectories``).
-"""
-FILE_SYSTEM = "fs"
-"""A ``FileSystem``. Default: ``LocalFileSystem()``."""
-PROCESS_RUNNER = "process"
-"""A ``ProcessRunner``. Default: ``LocalProcessRunner()``."""
-
+__all__ = ["Workspace", "get_file_system", "get_process_runner", "get_workspace"]
 
 # -- the workspace ---------------------------------------------------------------------------------------------
 
@@ -119,25 +98,22 @@ class Workspace:
         return f"Workspace({', '.join(map(str, self.roots))})"
 
 
-# -- services --------------------------------------------------------------------------------------------------
+# -- what a call uses --------------------------------------------------------------------------------------------
 
 _LOCAL_FILE_SYSTEM = LocalFileSystem()
 _LOCAL_PROCESS_RUNNER = LocalProcessRunner()
 
 
 async def get_workspace(ctx: ToolCallContext) -> Workspace:
-    """``ctx.services[WORKSPACE]``, else one rooted at ``ctx.cwd`` with ``ctx.services[ADDITIONAL_DIRECTORIES]``."""
-    given: Any = ctx.services.get(WORKSPACE)
-    if given is not None:
-        return given
-    return await Workspace.create(ctx.cwd, ctx.services.get(ADDITIONAL_DIRECTORIES) or ())
+    """The run's workspace: rooted at ``ctx.env.cwd`` (default: the process's), widened by ``ctx.env.roots``."""
+    return await Workspace.create(ctx.env.cwd, ctx.env.roots)
 
 
 def get_file_system(ctx: ToolCallContext) -> FileSystem:
-    """``ctx.services[FILE_SYSTEM]``, else the local disk."""
-    return ctx.services.get(FILE_SYSTEM) or _LOCAL_FILE_SYSTEM
+    """``ctx.env.fs``, else the local disk."""
+    return ctx.env.fs or _LOCAL_FILE_SYSTEM
 
 
 def get_process_runner(ctx: ToolCallContext) -> ProcessRunner:
-    """``ctx.services[PROCESS_RUNNER]``, else local subprocesses."""
-    return ctx.services.get(PROCESS_RUNNER) or _LOCAL_PROCESS_RUNNER
+    """``ctx.env.runner``, else local subprocesses."""
+    return ctx.env.runner or _LOCAL_PROCESS_RUNNER

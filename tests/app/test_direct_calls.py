@@ -52,7 +52,7 @@ class Flaky(Tool):
             raise ToolFailure("value must not be bad", "invalid_arguments")
         if args["value"] == "ask":
             raise LookupError("a question for the client")
-        return {"value": args["value"], "cwd": ctx.cwd, "thread": ctx.thread_id}
+        return {"value": args["value"], "cwd": ctx.env.cwd, "thread": ctx.thread_id}
 
 
 async def test_a_direct_call_runs_as_a_runs_call_does(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ async def on_event(event: AgentEvent) -> None:
 
 
 async def start(app: App, hold: bool) -> None:
-    activation = RunActivation([Message.user("append hello")], thread_id="t", wait_for_decisions=hold)
+    activation = RunActivation(messages=[Message.user("append hello")], thread_id="t", wait_for_decisions=hold)
     try:
         result = await app.run(activation, on_event)
     except Fenced as exc:  # paused past its lease: the run went on elsewhere, and this process did nothing more

@@ -25,7 +25,7 @@ async def test_a_submitted_and_a_decided_run_read_their_thread_with_their_claims
         service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
         await store.save_thread(ThreadRecord("t1", title="stored before"))
         reads = count_reads(store)
-        waiting = await service.submit(RunActivation([Message.user("go")], thread_id="t1"))
+        waiting = await service.submit(RunActivation(messages=[Message.user("go")], thread_id="t1"))
         assert waiting.status == "waiting" and reads == []
         done = await service.decide(waiting.run_id, APPROVE)
         assert done is not None and done.status == "completed" and len(tool.calls) == 1

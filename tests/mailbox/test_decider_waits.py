@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 
 def go() -> RunActivation:
-    return RunActivation([Message.user("go")], thread_id="t", wait_for_decisions=True)
+    return RunActivation(messages=[Message.user("go")], thread_id="t", wait_for_decisions=True)
 
 
 async def test_the_deciders_own_poller_leaves_its_row_alone() -> None:

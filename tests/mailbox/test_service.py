@@ -60,7 +60,7 @@ async def until(check: object) -> None:
 
 
 def go(**kw: object) -> RunActivation:
-    return RunActivation([Message.user("go")], thread_id="t", **kw)  # type: ignore[arg-type]
+    return RunActivation(messages=[Message.user("go")], thread_id="t", **kw)  # type: ignore[arg-type]
 
 
 async def test_a_decision_resumes_a_waiting_run_here_once() -> None:
@@ -159,7 +159,7 @@ async def test_cancel_ends_a_run_waiting_in_the_store() -> None:
     record = await runtime.store.load_run(waiting.run_id)
     assert record is not None and record.display_status == "cancelled" and record.waiting is None
     assert not await service.cancel(waiting.run_id) and tool.calls == []
-    again = await service.submit(RunActivation([Message.user("again")], thread_id="t"))
+    again = await service.submit(RunActivation(messages=[Message.user("again")], thread_id="t"))
     assert again.status == "completed"  # the thread goes on (the script has moved to its next turn)
 
 

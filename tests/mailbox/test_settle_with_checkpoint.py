@@ -28,7 +28,7 @@ async def test_a_submitted_run_and_its_decision_settle_their_dispatches_with_the
         runtime, tool = guarded(store)
         service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
         seen = await begins(store)
-        waiting = await service.submit(RunActivation([Message.user("go")], thread_id="t1"))
+        waiting = await service.submit(RunActivation(messages=[Message.user("go")], thread_id="t1"))
         assert waiting.status == "waiting"
         assert len(seen) == 2  # the dispatch claimed; the run's checkpoint, waiting, with the row acked
         (asked,) = await store.mailbox.list_dispatches("t1", ["acked"])
@@ -54,7 +54,7 @@ async def test_a_run_waiting_for_its_holder_keeps_its_dispatch_claimed(tmp_path:
             held.append(row.run_status)
             await service.decide(row.run_id, APPROVE)
 
-        activation = RunActivation([Message.user("go")], thread_id="t1", wait_for_decisions=True)
+        activation = RunActivation(messages=[Message.user("go")], thread_id="t1", wait_for_decisions=True)
         done = await service.submit(activation, on_waiting=on_waiting)
         assert done.status == "completed" and held == ["waiting"]  # recorded waiting, still its holder's
         rows = {r.request.kind: r.run_status for r in await store.mailbox.list_dispatches("t1", ["acked"])}
@@ -67,7 +67,7 @@ async def test_a_moved_claim_is_not_settled_by_the_checkpoint(tmp_path: Path, ur
     async with open_store(f"sqlite://{tmp_path}/a.db" if url == "sqlite" else url) as store:
         runtime, _ = guarded(store)
         service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
-        waiting = await service.submit(RunActivation([Message.user("go")], thread_id="t1"))
+        waiting = await service.submit(RunActivation(messages=[Message.user("go")], thread_id="t1"))
         (row,) = await store.mailbox.list_dispatches("t1", ["acked"])
         record = await store.load_run(waiting.run_id)
         assert record is not None
@@ -88,7 +88,7 @@ async def test_a_step_that_asks_and_is_blocked_settles_its_dispatch_with_the_run
         gates = [AskPermission("guarded"), FixedGate("refuse", "target", Block("not here"))]
         runtime = make_runtime(turns, tools=[FnTool("guarded"), FnTool("target")], plugins=gates, store=store)
         service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
-        result = await service.submit(RunActivation([Message.user("go")], thread_id="t1"))
+        result = await service.submit(RunActivation(messages=[Message.user("go")], thread_id="t1"))
         assert result.status != "waiting" and result.termination.type == "blocked"
         (row,) = await store.mailbox.list_dispatches("t1", ["acked"])
         assert row.run_status == "done" and row.termination == result.termination

@@ -48,7 +48,7 @@ async def cancelled_run(
     done = anyio.Event()
 
     async def go() -> None:
-        results.append(await runtime.run(RunActivation([Message.user(text)], thread_id="t"), rec))
+        results.append(await runtime.run(RunActivation(messages=[Message.user(text)], thread_id="t"), rec))
         done.set()
 
     async with anyio.create_task_group() as tg:
@@ -76,7 +76,7 @@ async def assert_cancelled_and_thread_served_again(
     record = await runtime.store.load_run(result.run_id)
     assert record is not None and record.status == "done" and record.display_status == "cancelled"
     assert not runtime.is_running(result.thread_id)
-    again = await runtime.run_to_completion(RunActivation([Message.user("again")], thread_id=result.thread_id))
+    again = await runtime.run_to_completion(RunActivation(messages=[Message.user("again")], thread_id=result.thread_id))
     assert again.termination == TerminationReason.natural()
 
 
@@ -180,7 +180,7 @@ async def test_a_run_whose_caller_is_cancelled_is_recorded_cancelled() -> None:
 
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(runtime.run, RunActivation([Message.user("slow")], thread_id="t"), rec)
+            tg.start_soon(runtime.run, RunActivation(messages=[Message.user("slow")], thread_id="t"), rec)
             await rec.wait_for(StepStart)
             run_id = runtime.active_run_id("t")
             tg.cancel_scope.cancel()
@@ -212,7 +212,7 @@ async def test_a_cancel_from_the_sink_while_the_run_reports_its_suspension_cance
         if isinstance(event, RunFinish) and event.termination.type == "suspended":
             await runtime.cancel("t")  # e.g. the editor's answer was "cancelled"
 
-    result = await runtime.run(RunActivation([Message.user("go")], thread_id="t"), sink)
+    result = await runtime.run(RunActivation(messages=[Message.user("go")], thread_id="t"), sink)
 
     assert result.termination == TerminationReason.cancelled()
     record = await runtime.store.load_run(result.run_id)

@@ -94,7 +94,7 @@ class Models:
 
 async def converse(runtime: AgentRuntime, thread: str, *texts: str) -> None:
     for text in texts:
-        await runtime.run_to_completion(RunActivation([Message.user(text)], thread_id=thread))
+        await runtime.run_to_completion(RunActivation(messages=[Message.user(text)], thread_id=thread))
 
 
 def texts(request: InferenceRequest) -> list[str]:
@@ -291,7 +291,7 @@ async def test_compact_refuses_a_running_thread() -> None:
     runtime = AgentRuntime(agents=[AgentSpec("default", model="main")], models={"main": stall})
     rec = Recorder()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(runtime.run, RunActivation([Message.user("hi")], thread_id="t"), rec)
+        tg.start_soon(runtime.run, RunActivation(messages=[Message.user("hi")], thread_id="t"), rec)
         await rec.wait_for(TextDelta)
         with pytest.raises(ThreadAlreadyRunning):
             await runtime.compact("t")

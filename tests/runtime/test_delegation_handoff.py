@@ -122,7 +122,7 @@ async def test_a_waiting_child_suspends_the_parent_call_until_a_decision_answers
     runtime.add_plugin(AskPermission("guarded"))
     rec = Recorder()
 
-    waiting = await runtime.run(RunActivation([Message.user("go")], thread_id="t"), rec)
+    waiting = await runtime.run(RunActivation(messages=[Message.user("go")], thread_id="t"), rec)
 
     done = done_by_id(rec)["d1"]
     assert done.outcome == "suspended" and done.result.suspension is not None
@@ -155,7 +155,7 @@ async def test_a_child_runs_with_isolated_state() -> None:
         agents=[(replace(HELPER, plugins=["test_counter"]), [turn("", call("add", {"n": 5})), turn("counted")])],
     )
 
-    result = await runtime.run_to_completion(RunActivation([Message.user("go")], thread_id="parent"))
+    result = await runtime.run_to_completion(RunActivation(messages=[Message.user("go")], thread_id="parent"))
 
     assert [c.state(THREAD_COUNTER) for c in add.contexts] == [0, 0]
     parent_ctx, child_ctx = add.contexts
@@ -190,7 +190,7 @@ async def test_handoff_switches_the_agent_at_the_next_step_within_the_same_run()
     runtime, log, _ = handing_over("expert", expert)
     rec = Recorder()
 
-    result = await runtime.run(RunActivation([Message.user("help")], thread_id="t"), rec)
+    result = await runtime.run(RunActivation(messages=[Message.user("help")], thread_id="t"), rec)
 
     assert (result.agent_id, result.response, result.steps) == ("expert", "expert here", 2)
     assert len(log.requests) == 1 and len(expert.requests) == 1
@@ -200,7 +200,7 @@ async def test_handoff_switches_the_agent_at_the_next_step_within_the_same_run()
     record = await runtime.store.load_run(result.run_id)
     assert record is not None and record.agent_id == "expert"
 
-    again = await runtime.run_to_completion(RunActivation([Message.user("more")], thread_id="t"))
+    again = await runtime.run_to_completion(RunActivation(messages=[Message.user("more")], thread_id="t"))
 
     assert (again.agent_id, again.response) == ("expert", "expert again")
     assert len(log.requests) == 1

@@ -199,9 +199,9 @@ async def test_a_run_id_is_looked_up_unless_it_was_made_just_now(tmp_path: Path)
     (``run_id_is_new``, as the dispatcher and the ACP server do) costs no read."""
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         runtime = make_runtime([turn("one"), turn("two"), turn("three")], store=store)
-        await runtime.run(RunActivation([Message.user("go")], thread_id="t1", run_id="r1"))
+        await runtime.run(RunActivation(messages=[Message.user("go")], thread_id="t1", run_id="r1"))
         with pytest.raises(InvalidResume, match="already used"):
-            await runtime.run(RunActivation([Message.user("go")], thread_id="t2", run_id="r1"))
+            await runtime.run(RunActivation(messages=[Message.user("go")], thread_id="t2", run_id="r1"))
         lookups: list[str] = []
         await store._reader.call(  # type: ignore[attr-defined]
             lambda conn: conn.set_trace_callback(
@@ -209,7 +209,7 @@ async def test_a_run_id_is_looked_up_unless_it_was_made_just_now(tmp_path: Path)
             )
         )
         done = await runtime.run(
-            RunActivation([Message.user("go")], thread_id="t3", run_id=new_id(), run_id_is_new=True)
+            RunActivation(messages=[Message.user("go")], thread_id="t3", run_id=new_id(), run_id_is_new=True)
         )
         assert done.status == "completed" and lookups == []
 
@@ -222,7 +222,7 @@ async def test_a_call_left_unknown_by_a_recovery_that_died_is_offered_again(tmp_
         await store.mailbox.effect_started(EffectRecord("t1", "c9", "r-dead", "write", {"line": "x"}, started_at=1))
         await store.mailbox.mark_effects_unknown("t1", ["c9"], 2)
         runtime = make_runtime([turn("I went on regardless")], tools=[FnTool("write")], store=store)
-        result = await runtime.run(RunActivation([], thread_id="t1"))
+        result = await runtime.run(RunActivation(messages=[], thread_id="t1"))
         assert result.status == "waiting" and [p.tool_call_id for p in result.pending] == ["c9"]
         loaded = await store.load_thread("t1")
         assert loaded is not None and [c.id for m in loaded.messages for c in m.tool_calls] == ["c9"]
@@ -231,9 +231,9 @@ async def test_a_call_left_unknown_by_a_recovery_that_died_is_offered_again(tmp_
 async def test_a_run_on_a_stored_thread_reads_it_and_its_ledger_in_one_round_trip(tmp_path: Path) -> None:
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         runtime = make_runtime([turn("one"), turn("two")], store=store)
-        await runtime.run(RunActivation([Message.user("go")], thread_id="t1"))
+        await runtime.run(RunActivation(messages=[Message.user("go")], thread_id="t1"))
         hops = count_reads(store)
-        done = await runtime.run(RunActivation([Message.user("again")], thread_id="t1"))
+        done = await runtime.run(RunActivation(messages=[Message.user("again")], thread_id="t1"))
         assert done.status == "completed" and done.response == "two" and len(hops) == 1
 
 

@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from awaken_stdio.contract.activation import AgentRunResult, RunActivation
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.errors import DecisionTargetNotFound, InvalidResume
 from awaken_stdio.contract.events import (
     AgentEvent,
@@ -53,7 +54,7 @@ def guarded_runtime(*calls: dict[str, Any], after: str = "done", **kw: Any) -> t
 
 
 def live(thread_id: str = "t", **kw: Any) -> RunActivation:
-    return RunActivation([Message.user("go")], thread_id=thread_id, wait_for_decisions=True, **kw)
+    return RunActivation(messages=[Message.user("go")], thread_id=thread_id, wait_for_decisions=True, **kw)
 
 
 @asynccontextmanager
@@ -86,7 +87,7 @@ async def test_a_permission_suspension_reports_its_ticket_and_leaves_the_run_wai
     runtime, guarded, _ = guarded_runtime()
     rec = Recorder()
 
-    result = await runtime.run(RunActivation([Message.user("go")], thread_id="t"), rec)
+    result = await runtime.run(RunActivation(messages=[Message.user("go")], thread_id="t"), rec)
 
     assert guarded.calls == []
     done = rec.of(ToolCallDone)[0]
@@ -186,7 +187,7 @@ async def test_partial_decisions_keep_the_run_waiting_until_every_call_is_resolv
 
 async def test_a_durable_partial_resume_leaves_the_run_waiting_for_the_rest() -> None:
     runtime, guarded, log = guarded_runtime(call("guarded", {"n": 1}, id="c1"), call("guarded", {"n": 2}, id="c2"))
-    waiting = await runtime.run_to_completion(RunActivation([Message.user("go")], thread_id="t"))
+    waiting = await runtime.run_to_completion(RunActivation(messages=[Message.user("go")], thread_id="t"))
 
     partial = await runtime.resume(waiting.run_id, [("perm_c2", APPROVE)])
 
@@ -301,7 +302,7 @@ async def test_a_waiting_run_resumes_once_from_another_runtime_sharing_the_store
     turns = [turn("", call(tool_name, id="c1")), turn("resumed")]
     first_tool = FnTool(tool_name, suspend_self if tool_name == "ask_user" else None)
     first = make_runtime(turns, tools=[first_tool], plugins=[AskPermission("guarded")])
-    waiting = await first.run_to_completion(RunActivation([Message.user("go")], thread_id="t"))
+    waiting = await first.run_to_completion(RunActivation(messages=[Message.user("go")], thread_id="t"))
     assert waiting.status == "waiting" and [t.ticket_id for t in waiting.pending] == [target]
 
     # "another process": a fresh runtime over the same store, with its own tool instances
@@ -326,7 +327,7 @@ async def test_a_waiting_run_resumes_once_from_another_runtime_sharing_the_store
 
 async def test_an_unknown_decision_target_fails_the_resume_and_keeps_the_run_waiting() -> None:
     runtime, guarded, _ = guarded_runtime()
-    waiting = await runtime.run_to_completion(RunActivation([Message.user("go")], thread_id="t"))
+    waiting = await runtime.run_to_completion(RunActivation(messages=[Message.user("go")], thread_id="t"))
 
     with pytest.raises(DecisionTargetNotFound, match="tool call or suspension nope not found"):
         await runtime.resume(waiting.run_id, [("nope", APPROVE)])
@@ -339,7 +340,7 @@ async def test_an_unknown_decision_target_fails_the_resume_and_keeps_the_run_wai
 
 async def test_a_resumed_run_emits_state_before_its_new_steps() -> None:
     runtime, _, _ = guarded_runtime()
-    waiting = await runtime.run_to_completion(RunActivation([Message.user("go")], thread_id="t"))
+    waiting = await runtime.run_to_completion(RunActivation(messages=[Message.user("go")], thread_id="t"))
     rec = Recorder()
 
     await runtime.resume(waiting.run_id, [("c1", APPROVE)], rec)
@@ -350,9 +351,9 @@ async def test_a_resumed_run_emits_state_before_its_new_steps() -> None:
 
 async def test_decisions_with_a_new_message_put_the_replayed_result_before_the_message() -> None:
     runtime, guarded, _log = guarded_runtime(call("guarded", {"n": 1}, id="c1"))
-    waiting = await runtime.run_to_completion(RunActivation([Message.user("go")], thread_id="t"))
+    waiting = await runtime.run_to_completion(RunActivation(messages=[Message.user("go")], thread_id="t"))
 
-    await runtime.run(RunActivation([Message.user("and then?")], thread_id="t", decisions=[("c1", APPROVE)]))
+    await runtime.run(RunActivation(messages=[Message.user("and then?")], thread_id="t", decisions=[("c1", APPROVE)]))
 
     loaded = await runtime.store.load_thread("t")
     assert loaded is not None and guarded.calls == [{"n": 1}]
@@ -367,12 +368,14 @@ async def test_a_durable_resume_runs_the_tool_in_the_run_s_working_directory(tmp
     seen: list[str | None] = []
 
     async def record_cwd(args: dict[str, Any], ctx: ToolCallContext) -> str:
-        seen.append(ctx.cwd)
+        seen.append(ctx.env.cwd)
         return "ok"
 
     runtime = make_runtime([turn("", call("where", id="c1")), turn("done")], tools=[FnTool("where", record_cwd)])
     runtime.add_plugin(AskPermission())
-    waiting = await runtime.run_to_completion(RunActivation([Message.user("go")], thread_id="t", cwd=str(tmp_path)))
+    waiting = await runtime.run_to_completion(
+        RunActivation(messages=[Message.user("go")], thread_id="t", env=RunEnvironment(cwd=str(tmp_path)))
+    )
 
     other = AgentRuntime(store=runtime.store, agents=runtime.agents.values(), tools=runtime.tools.values())
     other.models, other.plugins = runtime.models, runtime.plugins

@@ -97,10 +97,10 @@ async def test_run_finish_result_carries_the_last_assistant_text_of_the_run() ->
         [turn("earlier run"), turn("looking", call("echo")), turn("")],
         tools=[FnTool("echo")],
     )
-    first = await runtime.run_to_completion(RunActivation([Message.user("one")], thread_id="t"))
+    first = await runtime.run_to_completion(RunActivation(messages=[Message.user("one")], thread_id="t"))
     rec = Recorder()
 
-    result = await runtime.run(RunActivation([Message.user("two")], thread_id="t"), rec)
+    result = await runtime.run(RunActivation(messages=[Message.user("two")], thread_id="t"), rec)
 
     assert first.response == "earlier run"
     finish = rec.events[-1]
@@ -152,7 +152,7 @@ async def test_inference_error_emits_error_without_run_finish_and_records_the_ru
     rec = Recorder()
 
     with pytest.raises(ProviderError, match="bad key"):
-        await runtime.run(RunActivation([Message.user("hi")], thread_id="t"), rec)
+        await runtime.run(RunActivation(messages=[Message.user("hi")], thread_id="t"), rec)
 
     assert rec.types()[0] == "run_start"
     assert rec.types()[-1] == "error"
@@ -177,12 +177,12 @@ async def test_a_second_run_on_an_active_thread_is_refused() -> None:
     rec = Recorder()
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(runtime.run, RunActivation([Message.user("one")], thread_id="t"), rec)
+            tg.start_soon(runtime.run, RunActivation(messages=[Message.user("one")], thread_id="t"), rec)
             await rec.wait_for(StepStart)
 
             with pytest.raises(ThreadAlreadyRunning, match="thread already has an active run"):
-                await runtime.run(RunActivation([Message.user("two")], thread_id="t"))
-            other = await runtime.run_to_completion(RunActivation([Message.user("elsewhere")], thread_id="u"))
+                await runtime.run(RunActivation(messages=[Message.user("two")], thread_id="t"))
+            other = await runtime.run_to_completion(RunActivation(messages=[Message.user("elsewhere")], thread_id="u"))
             release.set()
 
     assert other.response == "finally"
@@ -194,10 +194,10 @@ async def test_a_new_user_message_supersedes_suspended_calls() -> None:
     log = RequestLog([turn("", call("guarded", id="c1")), turn("fresh start")])
     guarded = FnTool("guarded")
     runtime = make_runtime(log, tools=[guarded], plugins=[AskPermission("guarded")])
-    waiting = await runtime.run_to_completion(RunActivation([Message.user("do it")], thread_id="t"))
+    waiting = await runtime.run_to_completion(RunActivation(messages=[Message.user("do it")], thread_id="t"))
     assert waiting.status == "waiting"
 
-    result = await runtime.run_to_completion(RunActivation([Message.user("never mind")], thread_id="t"))
+    result = await runtime.run_to_completion(RunActivation(messages=[Message.user("never mind")], thread_id="t"))
 
     assert result.termination == TerminationReason.natural()
     assert result.run_id != waiting.run_id
@@ -221,7 +221,7 @@ async def test_thread_state_persists_across_runs_and_run_state_starts_at_default
     )
 
     for text in ("one", "two"):
-        await runtime.run_to_completion(RunActivation([Message.user(text)], thread_id="t"))
+        await runtime.run_to_completion(RunActivation(messages=[Message.user(text)], thread_id="t"))
 
     run_seen = [c.state(COUNTER) for c in add.contexts]
     thread_seen = [c.state(THREAD_COUNTER) for c in add.contexts]

@@ -68,7 +68,7 @@ def attrs(span: ReadableSpan) -> dict[str, Any]:
 
 
 def _activation(thread_id: str) -> RunActivation:
-    return RunActivation([Message.user("go")], thread_id=thread_id)
+    return RunActivation(messages=[Message.user("go")], thread_id=thread_id)
 
 
 def failing(exc: BaseException) -> FnTool:

@@ -9,6 +9,7 @@ import pytest
 
 from awaken_stdio.contract.activation import AgentRunResult, RunActivation
 from awaken_stdio.contract.agent import AgentSpec
+from awaken_stdio.contract.environment import ModeRef, RunEnvironment
 from awaken_stdio.contract.errors import ConfigError
 from awaken_stdio.contract.ids import now_ms
 from awaken_stdio.contract.lifecycle import TerminationReason
@@ -19,7 +20,6 @@ from awaken_stdio.contract.tools import ToolDescriptor
 from awaken_stdio.runtime.agent_runtime import AgentRuntime
 from awaken_stdio.runtime.permission import (
     GLOBAL_WORKSPACE,
-    MODE_SERVICE,
     PermissionMode,
     PermissionPlugin,
     PermissionPolicy,
@@ -32,6 +32,8 @@ from awaken_stdio.stores.memory import MemoryStore
 from tests.runtime.helpers import FnTool, RequestLog, call, make_runtime, tool_messages, turn
 
 pytestmark = pytest.mark.anyio
+
+WS = RunActivation(env=RunEnvironment(cwd="/ws"))  # where a resume runs
 
 READ = ToolDescriptor("read_file", kind="read", read_only=True)
 WRITE = ToolDescriptor("write_file", kind="edit")
@@ -226,8 +228,8 @@ def runtime(
 
 
 async def start(rt: AgentRuntime, thread: str, cwd: str | None = "/ws", mode: str | None = None) -> AgentRunResult:
-    services = {MODE_SERVICE: mode} if mode else {}
-    return await rt.run(RunActivation([Message.user("go")], thread_id=thread, cwd=cwd, services=services))
+    env = RunEnvironment(cwd=cwd, mode=ModeRef(mode or "default"))
+    return await rt.run(RunActivation(messages=[Message.user("go")], thread_id=thread, env=env))
 
 
 async def test_ask_suspends_and_an_always_approval_runs_the_call_once_and_is_remembered() -> None:
@@ -247,7 +249,7 @@ async def test_ask_suspends_and_an_always_approval_runs_the_call_once_and_is_rem
     assert (ticket.ticket_id, ticket.tool_call_id, ticket.reason) == ("perm_c1", "c1", PERMISSION_ACTION)
     assert ticket.message == "Permission required for tool 'run_command'"
 
-    resumed = await rt.resume(result.run_id, [("perm_c1", ToolCallResume.approve(always=True))], cwd="/ws")
+    resumed = await rt.resume(result.run_id, [("perm_c1", ToolCallResume.approve(always=True))], context=WS)
     assert (resumed.status, resumed.response) == ("completed", "pushed")
     assert cmd.calls == [git("git push origin main")]
     (remembered,) = await store.list_grants("/ws")
@@ -268,7 +270,7 @@ async def test_a_call_id_approves_too_and_once_answers_are_not_remembered() -> N
     write = tool(WRITE)
     rt = runtime(one_call("write_file", {"path": "a"}), write, store=store)
     result = await start(rt, "t")
-    resumed = await rt.resume(result.run_id, [("c1", ToolCallResume.approve())], cwd="/ws")
+    resumed = await rt.resume(result.run_id, [("c1", ToolCallResume.approve())], context=WS)
     assert resumed.status == "completed" and len(write.calls) == 1
     assert await store.list_grants("/ws") == []
     assert (await start(runtime(one_call("write_file", {"path": "a"}), write, store=store), "t2")).status == "waiting"
@@ -281,7 +283,7 @@ async def test_reject_once_fails_the_call_and_the_model_continues() -> None:
     rt = runtime(log, write, store=store)
     result = await start(rt, "t")
 
-    resumed = await rt.resume(result.run_id, [("perm_c1", ToolCallResume.reject("not now"))], cwd="/ws")
+    resumed = await rt.resume(result.run_id, [("perm_c1", ToolCallResume.reject("not now"))], context=WS)
 
     assert (resumed.status, resumed.response, write.calls) == ("completed", "done", [])
     assert tool_messages(log.requests[-1])["c1"] == "The user rejected the call to 'write_file': not now"
@@ -293,7 +295,7 @@ async def test_a_remembered_reject_blocks_later_calls() -> None:
     write = tool(WRITE)
     result = await start(runtime(one_call("write_file", {"path": "a"}), write, store=store), "t")
     rt = runtime(one_call("write_file", {"path": "a"}), write, store=store)
-    await rt.resume(result.run_id, [("perm_c1", ToolCallResume.reject(always=True))], cwd="/ws")
+    await rt.resume(result.run_id, [("perm_c1", ToolCallResume.reject(always=True))], context=WS)
 
     later = await start(rt, "t2")
 
@@ -326,7 +328,7 @@ async def test_expired_grants_are_ignored_and_remember_for_s_sets_the_expiry() -
     assert result.status == "waiting"
 
     before = now_ms()
-    await rt.resume(result.run_id, [("perm_c1", ToolCallResume.approve(always=True))], cwd="/ws")
+    await rt.resume(result.run_id, [("perm_c1", ToolCallResume.approve(always=True))], context=WS)
     (fresh,) = await store.list_grants("/ws")
     assert fresh.expires_at is not None and before + 59_000 <= fresh.expires_at <= now_ms() + 60_000
     assert await store.list_grants("/ws", now=fresh.expires_at) == []
@@ -336,16 +338,16 @@ async def test_a_repeated_decision_leaves_one_grant() -> None:
     store = MemoryStore()
     plugin = PermissionPlugin(store)
     ctx = PhaseContext(
-        Phase.TOOL_GATE,
-        StateStore().snapshot(),
-        "t",
-        "r",
-        AgentSpec("a"),
-        [],
+        phase=Phase.TOOL_GATE,
+        snapshot=StateStore().snapshot(),
+        thread_id="t",
+        run_id="r",
+        agent=AgentSpec("a"),
+        messages=[],
         tool_name="write_file",
         tool_call_id="c1",
         tool_args={"path": "a"},
-        cwd="/ws",
+        env=RunEnvironment(cwd="/ws"),
     )
     decision = ToolCallResume.approve(always=True)
     await plugin.on_decision(ctx, decision)

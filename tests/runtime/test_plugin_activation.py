@@ -57,8 +57,8 @@ async def test_an_inactive_plugins_transform_hooks_and_tools_never_reach_another
     shout = Shout()
     runtime, mine, theirs = two_agents(shout)
 
-    await runtime.run_to_completion(RunActivation([Message.user("a")], agent_id="default"))
-    await runtime.run_to_completion(RunActivation([Message.user("b")], agent_id="other"))
+    await runtime.run_to_completion(RunActivation(messages=[Message.user("a")], agent_id="default"))
+    await runtime.run_to_completion(RunActivation(messages=[Message.user("b")], agent_id="other"))
 
     assert mine.requests[0].system == "[shout]"
     assert theirs.requests[0].system is None
@@ -71,8 +71,8 @@ async def test_an_always_active_plugin_applies_to_every_agent() -> None:
     shout = Shout("everyone", always=True)
     runtime, mine, theirs = two_agents(shout)
 
-    await runtime.run_to_completion(RunActivation([Message.user("a")], agent_id="default"))
-    await runtime.run_to_completion(RunActivation([Message.user("b")], agent_id="other"))
+    await runtime.run_to_completion(RunActivation(messages=[Message.user("a")], agent_id="default"))
+    await runtime.run_to_completion(RunActivation(messages=[Message.user("b")], agent_id="other"))
 
     assert (mine.requests[0].system, theirs.requests[0].system) == ("[everyone]", "[everyone]")
 
@@ -82,7 +82,7 @@ async def test_the_hook_filter_narrows_transforms_and_tools_too() -> None:
     runtime, mine, _ = two_agents(a, b, active_hook_filter=[])
     runtime.agents["default"] = replace(runtime.agents["default"], active_hook_filter=["b"])
 
-    await runtime.run_to_completion(RunActivation([Message.user("a")], agent_id="default"))
+    await runtime.run_to_completion(RunActivation(messages=[Message.user("a")], agent_id="default"))
 
     assert mine.requests[0].system == "[b]"
     assert {t["name"] for t in mine.requests[0].tools} >= {"b_tool"}
@@ -116,8 +116,8 @@ async def test_a_transform_editing_the_request_in_place_leaves_the_stored_conver
     log = RequestLog([turn("", call("ok", id="c1")), turn("done"), turn("again")])
     runtime = make_runtime(log, plugins=[Meddle()], tools=[FnTool("ok")])
 
-    await runtime.run_to_completion(RunActivation([Message.user("hello")], thread_id="t"))
-    await runtime.run_to_completion(RunActivation([Message.user("more")], thread_id="t"))
+    await runtime.run_to_completion(RunActivation(messages=[Message.user("hello")], thread_id="t"))
+    await runtime.run_to_completion(RunActivation(messages=[Message.user("more")], thread_id="t"))
 
     loaded = await runtime.store.load_thread("t")
     assert loaded is not None

@@ -56,7 +56,7 @@ async def test_a_delegate_run_knows_and_stores_its_parent(tmp_path: Path) -> Non
             store=store,
         )
 
-        result = await runtime.run(RunActivation([Message.user("go")], thread_id="parent", session_id="s1"))
+        result = await runtime.run(RunActivation(messages=[Message.user("go")], thread_id="parent", session_id="s1"))
 
         parent_hook, child_hook, child_tool = seen
         assert parent_hook[1] == RunIdentity(result.run_id, "parent", "default", "user", session_id="s1")
@@ -144,7 +144,7 @@ async def test_delegates_share_a_team_context_through_their_parent_thread_as_in_
     )
     runtime.agents["default"].plugins = ["team"]
 
-    await runtime.run_to_completion(RunActivation([Message.user("go")], thread_id="lead"))
+    await runtime.run_to_completion(RunActivation(messages=[Message.user("go")], thread_id="lead"))
 
     root, delegate = team.read
     assert root == TeamContext()  # the root run has no parent: the docs' code falls back to ``global``

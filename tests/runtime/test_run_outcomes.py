@@ -92,7 +92,7 @@ async def test_a_store_failure_records_the_run_failed_and_the_next_run_of_the_th
         rec = Recorder()
 
         with pytest.raises(type(error)):
-            await runtime.run(RunActivation([Message.user("one")], thread_id="t"), rec)
+            await runtime.run(RunActivation(messages=[Message.user("one")], thread_id="t"), rec)
 
         assert not runtime.is_running("t")
         errors = rec.of(ErrorEvent)
@@ -102,7 +102,7 @@ async def test_a_store_failure_records_the_run_failed_and_the_next_run_of_the_th
         assert loaded.latest_run.display_status == "failed" and loaded.latest_run.status == "done"
         assert loaded.latest_run.status_reason == str(error)
 
-        again = await runtime.run(RunActivation([Message.user("two")], thread_id="t"))
+        again = await runtime.run(RunActivation(messages=[Message.user("two")], thread_id="t"))
 
         assert (again.status, again.response) == ("completed", "second")
 
@@ -126,11 +126,11 @@ async def test_a_crashing_hook_fails_the_run_and_the_next_run_of_the_thread_work
     runtime = make_runtime([turn("first"), turn("second")], plugins=[Crash()])
 
     with pytest.raises(RuntimeError, match="hook crashed"):
-        await runtime.run(RunActivation([Message.user("one")], thread_id="t"))
+        await runtime.run(RunActivation(messages=[Message.user("one")], thread_id="t"))
 
     record = await runtime.store.latest_run("t")
     assert record is not None and (record.display_status, record.status_reason) == ("failed", "hook crashed")
-    assert (await runtime.run(RunActivation([Message.user("two")], thread_id="t"))).response == "second"
+    assert (await runtime.run(RunActivation(messages=[Message.user("two")], thread_id="t"))).response == "second"
 
 
 async def test_text_that_is_not_valid_unicode_is_repaired_before_it_is_stored_or_sent(tmp_path: Path) -> None:
@@ -146,7 +146,7 @@ async def test_text_that_is_not_valid_unicode_is_repaired_before_it_is_stored_or
 
     async with open_store(f"sqlite://{tmp_path}/awaken.db") as store:
         runtime = make_runtime(turns, tools=[FnTool("echo", echo)], store=store)
-        result = await runtime.run(RunActivation([Message.user("go")], thread_id="t"), sink)
+        result = await runtime.run(RunActivation(messages=[Message.user("go")], thread_id="t"), sink)
 
         assert result.status == "completed"
         loaded = await store.load_thread("t")
@@ -159,5 +159,5 @@ async def test_text_that_is_not_valid_unicode_is_repaired_before_it_is_stored_or
         assert "".join(texts) == "broken \ufffd textfine"
         assert json.loads(sent[-1])["event_type"] == RunFinish.event_type
 
-        again = await runtime.run(RunActivation([Message.user("more")], thread_id="t"))
+        again = await runtime.run(RunActivation(messages=[Message.user("more")], thread_id="t"))
         assert again.status == "completed"

@@ -1,4 +1,4 @@
-"""W3C trace context from a client into the run's span and out again (``TraceContext`` in a run's services): the
+"""W3C trace context from a client into the run's span and out again (``TraceContext`` in a run's environment): the
 ``invoke_agent`` span is a child of the client's span, in its trace, with its baggage; what goes out on the run's
 requests is the run span's context. Without OpenTelemetry the received fields pass through unchanged."""
 
@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from awaken_stdio.contract import tracing
 from awaken_stdio.contract.activation import RunActivation
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.messages import Message
+from awaken_stdio.contract.tracing import TraceContext
 from awaken_stdio.runtime import otel
 from awaken_stdio.runtime.observability import ObservabilityPlugin
-from awaken_stdio.runtime.otel import TRACE_CONTEXT, TraceContext
 from tests.runtime.helpers import make_runtime, turn
 
 try:
@@ -36,10 +38,11 @@ def test_only_a_request_with_a_traceparent_has_a_trace_context() -> None:
 
 async def test_without_opentelemetry_the_fields_pass_through(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(otel, "trace_api", lambda: None)
+    monkeypatch.setattr(tracing, "propagation", lambda: None)
     trace = TraceContext.of(META)
     assert trace is not None and trace.parent() is None
     runtime = make_runtime([turn("done")], plugins=[ObservabilityPlugin()])
-    await runtime.run(RunActivation([Message.user("go")], services={TRACE_CONTEXT: trace}))
+    await runtime.run(RunActivation(messages=[Message.user("go")], env=RunEnvironment(trace=trace)))
     assert trace.span is None and trace.outgoing() == trace.carrier
 
 
@@ -51,7 +54,7 @@ async def test_the_run_span_is_a_child_of_the_clients_and_goes_out_on_its_reques
     trace = TraceContext.of(META)
     assert trace is not None
     runtime = make_runtime([turn("done")], plugins=[ObservabilityPlugin(tracer_provider=provider)])
-    await runtime.run(RunActivation([Message.user("go")], services={TRACE_CONTEXT: trace}))
+    await runtime.run(RunActivation(messages=[Message.user("go")], env=RunEnvironment(trace=trace)))
     [run] = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
     assert f"{run.context.trace_id:032x}" == TRACE
     assert run.parent is not None and f"{run.parent.span_id:016x}" == SPAN

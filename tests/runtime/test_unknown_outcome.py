@@ -27,7 +27,7 @@ async def test_a_new_prompt_asks_about_an_unknown_call_and_only_an_explicit_choi
         script = [turn("(the dead attempt)"), turn("Answered after the write was settled.")]
         runtime = make_runtime(script, tools=[write], store=store)
 
-        asked = await runtime.run(RunActivation([Message.user("something new")], thread_id="t1"))
+        asked = await runtime.run(RunActivation(messages=[Message.user("something new")], thread_id="t1"))
         assert asked.status == "waiting" and [(p.tool_call_id, p.outcome_unknown) for p in asked.pending] == [
             ("c9", True)
         ]  # asked first, not superseded by the new message
@@ -50,6 +50,6 @@ async def test_the_person_may_run_an_unknown_call_again(tmp_path: Path) -> None:
         await store.mailbox.effect_started(EffectRecord("t1", "c9", "r-dead", "write", {"line": "x"}, started_at=1))
         write = FnTool("write")
         runtime = make_runtime([turn("(the dead attempt)"), turn("Done again.")], tools=[write], store=store)
-        asked = await runtime.run(RunActivation([], thread_id="t1"))
+        asked = await runtime.run(RunActivation(messages=[], thread_id="t1"))
         again = await runtime.resume(asked.run_id, [("c9", ToolCallResume.approve(unknown="rerun"))])
         assert again.status == "completed" and write.calls == [{"line": "x"}]

@@ -1,4 +1,4 @@
-"""The built-in tools: what the model reads, the data clients render, locations, errors, and the services seam."""
+"""The built-in tools: what the model reads, the data clients render, locations, errors, and the environment seam."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from typing import Any
 import anyio
 import pytest
 
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.errors import ToolError
 from awaken_stdio.contract.events import AgentEvent, ToolCallStreamDelta
 from awaken_stdio.contract.state import Snapshot
 from awaken_stdio.contract.tools import Tool, ToolCallContext, ToolResult
+from awaken_stdio.contract.workspace import DirEntry, OutputCallback, ProcessResult, TerminalCallback, TextWindow
 from awaken_stdio.tools.builtin import (
     builtin_tools,
     edit_file,
@@ -28,14 +30,12 @@ from awaken_stdio.tools.builtin import (
 from awaken_stdio.tools.builtin.command import COMMAND_MAX_OUTPUT_CHARS
 from awaken_stdio.tools.builtin.files import LIST_MAX_ENTRIES, READ_MAX_CHARS, READ_MAX_LINE_CHARS
 from awaken_stdio.tools.builtin.search import FIND_MAX_RESULTS, SEARCH_MAX_LINE_CHARS, SEARCH_MAX_MATCHES
-from awaken_stdio.tools.local_fs import DirEntry, LocalFileSystem, TextWindow
-from awaken_stdio.tools.runner import OutputCallback, ProcessResult, TerminalCallback
-from awaken_stdio.tools.workspace import ADDITIONAL_DIRECTORIES, FILE_SYSTEM, PROCESS_RUNNER
+from awaken_stdio.tools.local_fs import LocalFileSystem
 
 pytestmark = pytest.mark.anyio
 
 
-def make_ctx(tool: Tool, root: Path, **services: Any) -> ToolCallContext:
+def make_ctx(tool: Tool, root: Path, **env: Any) -> ToolCallContext:
     return ToolCallContext(
         call_id="c",
         tool_name=tool.name,
@@ -43,8 +43,7 @@ def make_ctx(tool: Tool, root: Path, **services: Any) -> ToolCallContext:
         run_id="r",
         agent_id="a",
         snapshot=Snapshot(0),
-        cwd=str(root),
-        services=services,
+        env=RunEnvironment(cwd=str(root), **env),
     )
 
 
@@ -102,7 +101,7 @@ async def test_paths_outside_the_workspace_are_denied(root: Path, tool: Tool, ar
 async def test_additional_directories_are_reachable(root: Path, tmp_path: Path) -> None:
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "x.txt").write_text("library\n")
-    ctx = make_ctx(read_file, root, **{ADDITIONAL_DIRECTORIES: [str(tmp_path / "lib")]})
+    ctx = make_ctx(read_file, root, roots=(str(tmp_path / "lib"),))
     result = await call(read_file, root, ctx, path=str(tmp_path / "lib" / "x.txt"))
     assert result.message == "library\n"
     assert result.data["path"] == str((tmp_path / "lib" / "x.txt").resolve())  # absolute: outside the root
@@ -337,11 +336,11 @@ async def test_search_rejects_a_bad_regex_or_glob(root: Path) -> None:
 # -- run_command -----------------------------------------------------------------------------------------------
 
 
-def command_ctx(root: Path, events: list[AgentEvent], **services: Any) -> ToolCallContext:
+def command_ctx(root: Path, events: list[AgentEvent]) -> ToolCallContext:
     async def emit(event: AgentEvent) -> None:
         events.append(event)
 
-    ctx = make_ctx(run_command, root, **services)
+    ctx = make_ctx(run_command, root)
     ctx.emit = emit
     return ctx
 
@@ -413,9 +412,9 @@ class FakeRunner:
         return ProcessResult(exit_code=0, output="from the editor\n", terminal_id="term-1")
 
 
-async def test_run_command_uses_the_runner_from_services(root: Path) -> None:
+async def test_run_command_uses_the_runner_of_the_environment(root: Path) -> None:
     runner = FakeRunner()
-    result = await call(run_command, root, make_ctx(run_command, root, **{PROCESS_RUNNER: runner}), command="make")
+    result = await call(run_command, root, make_ctx(run_command, root, runner=runner), command="make")
     assert runner.calls == [{"command": "make", "cwd": root, "timeout_s": 120, "env": runner.calls[0]["env"]}]
     assert result.message == "from the editor\n(exit code 0)"
     assert result.data["terminal_id"] == "term-1"
@@ -446,12 +445,12 @@ class FakeFileSystem(LocalFileSystem):
         return [DirEntry("only-in-editor.txt", "file", 1)]
 
 
-async def test_file_tools_use_the_file_system_from_services(root: Path) -> None:
+async def test_file_tools_use_the_file_system_of_the_environment(root: Path) -> None:
     (root / "a.txt").write_text("on disk\n")
     fs = FakeFileSystem({root / "a.txt": "unsaved buffer\n"})
 
     def ctx(tool: Tool) -> ToolCallContext:
-        return make_ctx(tool, root, **{FILE_SYSTEM: fs})
+        return make_ctx(tool, root, fs=fs)
 
     assert (await call(read_file, root, ctx(read_file), path="a.txt")).message == "unsaved buffer\n"
     edited = await call(edit_file, root, ctx(edit_file), path="a.txt", old_text="unsaved", new_text="saved")

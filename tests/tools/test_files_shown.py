@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.state import Snapshot
 from awaken_stdio.contract.suspension import ToolCallResume, bind
@@ -25,7 +26,15 @@ CALLS = [
 
 async def approved(tool: Tool, args: dict[str, Any], root: Path) -> ToolCallContext:
     """The context of ``tool``'s call resumed by an approval of its preview on the file as it is now."""
-    ctx = ToolCallContext("c", tool.name, "t", "r", "a", Snapshot(0), cwd=str(root))
+    ctx = ToolCallContext(
+        call_id="c",
+        tool_name=tool.name,
+        thread_id="t",
+        run_id="r",
+        agent_id="a",
+        snapshot=Snapshot(0),
+        env=RunEnvironment(cwd=str(root)),
+    )
     preview = await tool.preview(tool.validate_args(args), ctx)
     return replace(ctx, resume_input=bind(ToolCallResume.approve(), preview))
 

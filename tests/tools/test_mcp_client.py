@@ -52,7 +52,15 @@ class Calls:
         self._changed = anyio.Event()
 
     def ctx(self, tool: Tool) -> ToolCallContext:
-        return ToolCallContext("call-1", tool.name, "thread", "run", "agent", Snapshot(0), emit=self._emit)
+        return ToolCallContext(
+            call_id="call-1",
+            tool_name=tool.name,
+            thread_id="thread",
+            run_id="run",
+            agent_id="agent",
+            snapshot=Snapshot(0),
+            emit=self._emit,
+        )
 
     async def _emit(self, event: AgentEvent) -> None:
         assert isinstance(event, ActivitySnapshot)

@@ -1,4 +1,4 @@
-"""The workspace seam: confinement, globs, the local file system and process runner, and the services lookup."""
+"""The workspace seam: confinement, globs, the local file system and process runner, and the environment's."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.errors import ToolError
 from awaken_stdio.contract.state import Snapshot
 from awaken_stdio.contract.tools import ToolCallContext
@@ -17,10 +18,6 @@ from awaken_stdio.tools import local_fs
 from awaken_stdio.tools.local_fs import LocalFileSystem, compile_glob
 from awaken_stdio.tools.runner import LocalProcessRunner
 from awaken_stdio.tools.workspace import (
-    ADDITIONAL_DIRECTORIES,
-    FILE_SYSTEM,
-    PROCESS_RUNNER,
-    WORKSPACE,
     Workspace,
     get_file_system,
     get_process_runner,
@@ -257,34 +254,26 @@ async def test_a_signal_death_is_reported(root: Path) -> None:
     assert (result.exit_code, result.signal, result.timed_out) == (None, signal.Signals.SIGKILL.name, False)
 
 
-# -- services --------------------------------------------------------------------------------------------------
+# -- the run's environment -------------------------------------------------------------------------------------
 
 
-def make_ctx(cwd: Path, **services: object) -> ToolCallContext:
+def make_ctx(env: RunEnvironment) -> ToolCallContext:
     return ToolCallContext(
-        call_id="c",
-        tool_name="t",
-        thread_id="t",
-        run_id="r",
-        agent_id="a",
-        snapshot=Snapshot(0),
-        cwd=str(cwd),
-        services=services,
+        call_id="c", tool_name="t", thread_id="t", run_id="r", agent_id="a", snapshot=Snapshot(0), env=env
     )
 
 
-async def test_services_default_to_local_implementations_on_ctx_cwd(root: Path, tmp_path: Path) -> None:
-    ctx = make_ctx(root, **{ADDITIONAL_DIRECTORIES: [str(tmp_path)]})
+async def test_the_environment_defaults_to_local_implementations_on_its_cwd(root: Path, tmp_path: Path) -> None:
+    ctx = make_ctx(RunEnvironment(cwd=str(root), roots=(str(tmp_path),)))
     ws = await get_workspace(ctx)
     assert ws.roots == (root, tmp_path.resolve())
     assert isinstance(get_file_system(ctx), LocalFileSystem)
     assert isinstance(get_process_runner(ctx), LocalProcessRunner)
 
 
-async def test_services_given_are_used(root: Path) -> None:
-    ws, fs, runner = Workspace(root), LocalFileSystem(), LocalProcessRunner()
-    ctx = make_ctx(root, **{WORKSPACE: ws, FILE_SYSTEM: fs, PROCESS_RUNNER: runner})
-    assert await get_workspace(ctx) is ws
+async def test_the_file_system_and_runner_of_the_environment_are_used(root: Path) -> None:
+    fs, runner = LocalFileSystem(), LocalProcessRunner()
+    ctx = make_ctx(RunEnvironment(cwd=str(root), fs=fs, runner=runner))
     assert get_file_system(ctx) is fs
     assert get_process_runner(ctx) is runner
 
@@ -408,7 +397,7 @@ async def test_an_ignored_directory_named_as_the_path_is_searched(ignoring: Path
 async def test_the_search_tools_pass_the_workspace_root_for_gitignore(ignoring: Path) -> None:
     from awaken_stdio.tools.builtin import find_files, search
 
-    ctx = make_ctx(ignoring)
+    ctx = make_ctx(RunEnvironment(cwd=str(ignoring)))
     found = await find_files.execute(find_files.validate_args({"pattern": "*.log", "path": "src"}), ctx)
     assert found.data["files"] == ["src/sub/kept.log"]
     hits = await search.execute(search.validate_args({"pattern": "hit", "path": "src"}), ctx)
@@ -419,5 +408,7 @@ async def test_a_glob_expanding_to_too_many_alternatives_is_refused(root: Path) 
     from awaken_stdio.tools.builtin import search
 
     with pytest.raises(ToolError, match="is not valid") as info:
-        await search.execute(search.validate_args({"pattern": "x", "glob": "{a,b}" * 12}), make_ctx(root))
+        await search.execute(
+            search.validate_args({"pattern": "x", "glob": "{a,b}" * 12}), make_ctx(RunEnvironment(cwd=str(root)))
+        )
     assert info.value.kind == "invalid_arguments"

@@ -97,7 +97,7 @@ def setup(root: Path, tmp_path: Path) -> tuple[Path, Path]:
     return root, outside
 
 
-async def hammer(root: Path, seconds: float, services: dict[str, Any]) -> tuple[list[str], int]:
+async def hammer(root: Path, seconds: float) -> tuple[list[str], int]:
     """Every file tool on paths under ``d/``, over and over for ``seconds``: what they returned, and how many of
     the calls succeeded."""
     calls: list[tuple[Tool, dict[str, Any]]] = [
@@ -119,7 +119,7 @@ async def hammer(root: Path, seconds: float, services: dict[str, Any]) -> tuple[
     while anyio.current_time() < deadline:
         for tool, args in calls:
             try:
-                result = await tool.execute(tool.validate_args(args), make_ctx(tool, root, **services))
+                result = await tool.execute(tool.validate_args(args), make_ctx(tool, root))
             except ToolError as exc:
                 seen.append(str(exc))
             else:
@@ -128,12 +128,12 @@ async def hammer(root: Path, seconds: float, services: dict[str, Any]) -> tuple[
     return seen, successes
 
 
-async def run_attack(root: Path, outside: Path, services: dict[str, Any]) -> tuple[list[str], int, dict[str, bytes]]:
+async def run_attack(root: Path, outside: Path) -> tuple[list[str], int, dict[str, bytes]]:
     before = contents(outside)
     swapper = Swapper(root)
     swapper.start()
     try:
-        seen, successes = await hammer(root, SWAP_SECONDS, services)
+        seen, successes = await hammer(root, SWAP_SECONDS)
     finally:
         swapper.stop.set()
         await anyio.to_thread.run_sync(swapper.join)
@@ -143,7 +143,7 @@ async def run_attack(root: Path, outside: Path, services: dict[str, Any]) -> tup
 
 async def test_a_directory_swapped_for_a_symlink_never_leads_a_tool_outside(setup: tuple[Path, Path]) -> None:
     root, outside = setup
-    seen, successes, before = await run_attack(root, outside, {})
+    seen, successes, before = await run_attack(root, outside)
     leaked = [text for text in seen if SECRET in text]
     assert leaked == [], f"{len(leaked)} of {len(seen)} calls returned text from outside the workspace"
     assert contents(outside) == before, "a tool wrote outside the workspace"

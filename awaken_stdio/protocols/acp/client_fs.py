@@ -15,12 +15,12 @@ from typing import Any
 
 import anyio
 
+from awaken_stdio.app.tooling import LocalFileSystem, default_shell
 from awaken_stdio.contract.errors import ToolFailure
+from awaken_stdio.contract.workspace import OutputCallback, ProcessResult, ProcessRunner, TerminalCallback, TextWindow
 from awaken_stdio.protocols.acp.codes import RESOURCE_NOT_FOUND
 from awaken_stdio.protocols.acp.tracing import with_meta
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
-from awaken_stdio.tools.local_fs import LocalFileSystem, TextWindow
-from awaken_stdio.tools.runner import OutputCallback, ProcessResult, ProcessRunner, TerminalCallback, default_shell
 
 __all__ = ["AcpFileSystem", "AcpProcessRunner"]
 

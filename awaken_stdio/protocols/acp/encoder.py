@@ -26,11 +26,10 @@ from awaken_stdio.contract.events import (
     ToolCallStart,
 )
 from awaken_stdio.contract.lifecycle import TerminationReason
-from awaken_stdio.contract.messages import ContentBlock, Message
+from awaken_stdio.contract.messages import COMPACTION_ACTIVITY, ContentBlock, Message
 from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import ToolDescriptor, ToolResult, infer_tool_kind
-from awaken_stdio.runtime.compaction import COMPACTION_ACTIVITY
-from awaken_stdio.tools.runner import TERMINAL_ACTIVITY
+from awaken_stdio.contract.workspace import TERMINAL_ACTIVITY
 
 __all__ = [
     "DescriptorLookup",

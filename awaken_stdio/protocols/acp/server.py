@@ -6,7 +6,7 @@ permission plugin) and this module loads with it, one ``AcpServer`` per open app
 SDKs load at the first model call, MCP client code at the first session with MCP servers.
 
 What this module owns: the handler of every method but ``initialize``, sessions in memory (opening, reopening,
-closing, their modes and config options, their MCP servers, the services their runs get from the editor), slash
+closing, their modes and config options, their MCP servers, the environment their runs get from the editor), slash
 commands, and the order of messages a client sees. Prompt turns (queueing, cancellation, permission round trips,
 the re-offer of approvals left pending by an earlier process) are ``turns.py``'s; events become updates in
 ``encoder.py``. It reaches the rest through the ``App`` facade (sessions, ``agent_for``, ``reload``, ``cancel``).
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -23,7 +24,8 @@ import anyio.abc
 
 from awaken_stdio.app.app import Settings, load_settings
 from awaken_stdio.app.startup import model_problem
-from awaken_stdio.contract.activation import SystemPrompt
+from awaken_stdio.contract.activation import RunActivation, SystemPrompt
+from awaken_stdio.contract.environment import ModeRef, RunEnvironment
 from awaken_stdio.contract.errors import AwakenError, ConfigError, ThreadAlreadyRunning
 from awaken_stdio.contract.events import ActivitySnapshot, AgentEvent
 from awaken_stdio.contract.ids import new_id
@@ -173,15 +175,14 @@ class AcpServer:
             self._after_response(after)
         return session
 
-    def host_context(self, session: Session) -> dict[str, Any]:
-        """What a run of this session resumes with in this process, whoever decided: this editor's services (and
-        the client's system prompt, composed with the agent's own)."""
-        return {
-            "cwd": session.record.cwd,
-            "services": self._services(session),
-            "tools": list(session.mcp_tools),
-            "system_prompt": SystemPrompt.of(session.record.system_prompt),
-        }
+    def host_context(self, session: Session) -> RunActivation:
+        """Where a run of this session runs in this process, whoever decided: this editor's environment, the
+        session's MCP tools and the client's system prompt (composed with the agent's own)."""
+        return RunActivation(
+            env=replace(self._env(session), trace=session.trace),
+            tools=list(session.mcp_tools),
+            system_prompt=SystemPrompt.of(session.record.system_prompt),
+        )
 
     async def notice(self, session_id: str, severity: str, title: str, description: str | None = None) -> bool:
         """A ``notice`` (advisory, not conversation history) for clients that opted in (``session.notices``);
@@ -355,10 +356,8 @@ class AcpServer:
 
     async def _set_mode(self, app: App, session: Session, mode: str) -> None:
         session.record.mode = check_choice(mode, MODES, "mode")
-        if session.services is not None:
-            from awaken_stdio.runtime.permission import MODE_SERVICE
-
-            session.services[MODE_SERVICE] = mode  # the running turn's next gate sees it
+        if session.env is not None:
+            session.env.mode.set(mode)  # the running turn's next gate sees it
         await app.sessions.save(session.record)
         await self.update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": mode})
 
@@ -399,7 +398,7 @@ class AcpServer:
 
         Their tools are offered to this session's runs only (``RunActivation.tools``).
         """
-        from awaken_stdio.tools.mcp import McpServerSpec, McpToolsets
+        from awaken_stdio.app.tooling import McpServerSpec, McpToolsets
 
         try:
             specs = [McpServerSpec.from_acp(e, cwd=session.record.cwd, timeout_s=_MCP_TIMEOUT_S) for e in entries]
@@ -428,29 +427,26 @@ class AcpServer:
     async def update(self, session_id: str, update: dict[str, Any]) -> None:
         await self.peer.notify("session/update", {"sessionId": session_id, "update": update})
 
-    def _services(self, session: Session) -> dict[str, Any]:
-        if session.services is None:
-            from awaken_stdio.contract.channel import CLIENT_CHANNEL
+    def _env(self, session: Session) -> RunEnvironment:
+        """What the session's runs get from this editor (its ``fs/*`` and ``terminal/*`` when it offers them, its
+        forms), built once; each run's is this with the trace context of the prompt that started it."""
+        if session.env is None:
             from awaken_stdio.protocols.acp.channel import AcpChannel
             from awaken_stdio.protocols.acp.client_fs import AcpFileSystem, AcpProcessRunner
-            from awaken_stdio.runtime.permission import MODE_SERVICE
-            from awaken_stdio.tools.workspace import ADDITIONAL_DIRECTORIES, FILE_SYSTEM, PROCESS_RUNNER
 
             fs = self.client.fs
-            services: dict[str, Any] = {
-                MODE_SERVICE: session.mode,
-                ADDITIONAL_DIRECTORIES: list(session.record.additional_directories),
-            }
-            meta = lambda: trace_meta(services)  # noqa: E731  # the trace context of the session's run, as it is then
-            if fs.read_text_file or fs.write_text_file:
-                services[FILE_SYSTEM] = AcpFileSystem(
-                    self.peer, session.id, read=fs.read_text_file, write=fs.write_text_file, meta=meta
-                )
-            if self.client.terminal:
-                services[PROCESS_RUNNER] = AcpProcessRunner(self.peer, session.id, meta)
-            services[CLIENT_CHANNEL] = AcpChannel(self.peer, session.id, forms=self.client.forms)
-            session.services = services
-        return session.services
+            meta = lambda: trace_meta(session.trace)  # noqa: E731  # the trace context of the session's run, as it is then
+            session.env = RunEnvironment(
+                cwd=session.record.cwd,
+                roots=tuple(session.record.additional_directories),
+                fs=AcpFileSystem(self.peer, session.id, read=fs.read_text_file, write=fs.write_text_file, meta=meta)
+                if fs.read_text_file or fs.write_text_file
+                else None,
+                runner=AcpProcessRunner(self.peer, session.id, meta) if self.client.terminal else None,
+                channel=AcpChannel(self.peer, session.id, forms=self.client.forms),
+                mode=ModeRef(session.mode),
+            )
+        return session.env
 
     async def prompt(self, params: Any) -> dict[str, Any]:
         session, blocks = self.take_prompt(params)
@@ -461,7 +457,7 @@ class AcpServer:
         p = PromptParams.model_validate(params)
         session = self._session(p.session_id)
         blocks = prompt_to_blocks(p.prompt, self.prompt_caps)
-        adopt_trace(self._services(session), params)  # the client's trace context parents this turn's run
+        session.trace = adopt_trace(params)  # the client's trace context parents this turn's run
         return session, blocks
 
     async def run_turn(self, session: Session, blocks: list[Any] | None, message_id: str | None = None) -> str:

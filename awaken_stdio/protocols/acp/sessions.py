@@ -2,7 +2,7 @@
 
 The durable part is the store's ``SessionRecord`` (cwd, mode, model, title...); a ``Session`` adds what only
 lives while the client is connected: the turn lock that queues prompts, the running turn (for cancel), the
-services its runs get (the editor's file system and terminal, the permission mode) and its MCP connections. It is
+environment its runs get (the editor's file system and terminal, the permission mode) and its MCP connections. It is
 small on purpose (one per idle session; 1,000 may be open).
 """
 
@@ -22,7 +22,9 @@ from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App
+    from awaken_stdio.contract.environment import RunEnvironment
     from awaken_stdio.contract.tools import Tool
+    from awaken_stdio.contract.tracing import TraceContext
 
 __all__ = [
     "MODES",
@@ -90,7 +92,8 @@ class Session:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     turn: Turn | None = None
     cancel_epoch: int = 0  # bumped by every cancel, so prompts queued before it give up too
-    services: dict[str, Any] | None = None  # built at the first prompt
+    env: RunEnvironment | None = None  # what its runs get from the editor, built at the first prompt
+    trace: TraceContext | None = None  # the client's trace context of its latest prompt, parenting that run
     show_thoughts: bool = True
     mcp_scope: anyio.CancelScope | None = None
     mcp_status: list[dict[str, Any]] = field(default_factory=list)

@@ -5,7 +5,7 @@ a slash command or the prompt. A run that suspends is asked about once the mailb
 a decision from another surface (the CLI, an MCP client) reaches it meanwhile and withdraws the open question. An
 editor that cannot ask (an error answer) ends the turn at once, telling the person how to decide elsewhere: the run
 stays waiting in the store.
-What the turn needs of its connection (the peer, updates, the editor's services, slash commands) is ``TurnHost``,
+What the turn needs of its connection (the peer, updates, the editor's environment, slash commands) is ``TurnHost``,
 which ``AcpServer`` is; this module never imports the server.
 """
 
@@ -66,8 +66,9 @@ class TurnHost(Protocol):
         """Send a ``notice`` when the client takes them; whether it did."""
         ...
 
-    def host_context(self, session: Session) -> dict[str, Any]:
-        """The session's working directory, editor services and MCP tools, as a run gets them."""
+    def host_context(self, session: Session) -> RunActivation:
+        """Where the session's runs run: the editor's environment, the session's MCP tools, the client's system
+        prompt (an activation carrying only those)."""
         ...
 
     async def command(self, app: App, session: Session, name: str, argument: str) -> None:
@@ -335,7 +336,7 @@ class Turns:
                 detail = f"{question.tool_name} ({question.call_id}): {question.unknown or 'it was interrupted.'} "
                 await self.host.notice(session.id, "warning", "A tool call's outcome is unknown",
                                        detail + "Choose whether to run it again.")  # fmt: skip
-            meta = trace_meta(session.services)
+            meta = trace_meta(session.trace)
             decision = await ask_permission(self.host.peer, session.id, question, lookup(question.tool_name), meta)
             if decision is None or turn.cancelled:
                 return None
@@ -438,17 +439,15 @@ class Turns:
             log.exception("cancelling run %s failed", run_id)
 
     def _context(self, session: Session, messages: list[Message], **fields: Any) -> RunActivation:
-        """An activation carrying the session's agent, working directory, editor services and MCP tools."""
-        from awaken_stdio.contract.activation import RunActivation
-
-        return RunActivation(
-            messages,
+        """An activation carrying the session's agent, the editor's environment and the session's MCP tools."""
+        return dataclasses.replace(
+            self.host.host_context(session),
+            messages=messages,
             thread_id=session.record.thread_id,
             agent_id=session.agent_id,
             session_id=session.id,
             origin="acp",
             wait_for_decisions=True,
-            **self.host.host_context(session),
             **fields,
         )
 

@@ -31,8 +31,8 @@ import anyio
 
 from awaken_stdio.app.claims import DecisionSuperseded
 from awaken_stdio.contract.activation import AgentRunResult, RunActivation
-from awaken_stdio.contract.channel import CLIENT_CHANNEL
 from awaken_stdio.contract.content import to_wire
+from awaken_stdio.contract.environment import RunEnvironment
 from awaken_stdio.contract.errors import AwakenError, InvalidResume, OutcomeUnknown, ThreadAlreadyRunning
 from awaken_stdio.contract.events import (
     ActivitySnapshot,
@@ -54,10 +54,9 @@ from awaken_stdio.protocols.mcp.approvals import (
     decision_from_answer,
     elicitation_params,
 )
-from awaken_stdio.protocols.mcp.channel import InputRequired, McpChannel
+from awaken_stdio.protocols.mcp.channel import CURRENT_ROUND, InputRequired, McpChannel, Round, digest
 from awaken_stdio.protocols.mcp.tasks import created, declares_tasks
 from awaken_stdio.protocols.mcp.wire import HEARTBEAT_S, LOG_LEVELS, LogLevel, Request, text_block
-from awaken_stdio.providers.mcp_sampling import CURRENT_ROUND, Round, digest
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App
@@ -225,7 +224,7 @@ class CallRunner:
         talking = state is not None and state.get("k") == "tool"  # a retry with answers: permitted already
         answers = {**state.get("answers", {}), **(params.input_responses or {})} if state and talking else None
         channel = McpChannel(self.peer, call, tool.name, answers)
-        ctx = self.app.direct_context(tool, cancel=call.cancel, services={CLIENT_CHANNEL: channel}, emit=call.on_event)
+        ctx = self.app.direct_context(tool, cancel=call.cancel, channel=channel, emit=call.on_event)
         if entry.guarded and self.permission == "ask" and not talking:
             asked = await self._permit(tool, args, params, call, state, ctx)
             if asked is not None:
@@ -283,14 +282,14 @@ class CallRunner:
 
     async def _start_agent(self, entry: Entry, args: dict[str, Any], call: ToolCall) -> AgentRunResult | None:
         thread_id, session_id = await self._thread_for(args.get("session_id"))
+        channel = McpChannel(self.peer, call, entry.name, in_run=True)  # its tools talk back
         activation = RunActivation(
-            [Message.user(args["message"])],
+            messages=[Message.user(args["message"])],
             thread_id=thread_id,
             agent_id=entry.target,
             session_id=session_id,
             origin="mcp",
-            cwd=self.app.settings.cwd,
-            services={CLIENT_CHANNEL: McpChannel(self.peer, call, entry.name, in_run=True)},  # its tools talk back
+            env=RunEnvironment(cwd=self.app.settings.cwd, channel=channel, sampling=self.app.sampling),
         )
         try:
             return await self.app.run(activation, call.on_event)  # holds the thread: exactly once across processes
@@ -447,7 +446,7 @@ def _round(request: Request, state: dict[str, Any] | None, params: CallToolParam
     if request.era != "modern":
         return None
     sampling = request.client_capabilities.get("sampling")
-    model_round = Round(sampling if isinstance(sampling, dict) else None)
+    model_round = Round(sampling=sampling if isinstance(sampling, dict) else None)
     if state is not None and state.get("k") == "sample":
         answer = (params.input_responses or {}).get(state["key"])
         if isinstance(answer, dict):

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from awaken_stdio.app.tooling import PortabilityError, portable_schema
 from awaken_stdio.contract.stores import DisplayStatus
-from awaken_stdio.tools.schema import PortabilityError, portable_schema
 
 if TYPE_CHECKING:
     from awaken_stdio.contract.agent import AgentSpec

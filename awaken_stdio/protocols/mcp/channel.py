@@ -13,18 +13,32 @@ tool's, and in the 2026 era their questions fail (the run cannot be replayed fro
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from awaken_stdio.contract.channel import Elicited, LogLevel, Sampled
-from awaken_stdio.contract.errors import ProviderError, ToolFailure
+from awaken_stdio.contract.errors import ModelAnswerPending, ProviderError, ToolFailure
 from awaken_stdio.protocols.jsonrpc import JsonRpcError, JsonRpcPeer
 from awaken_stdio.protocols.mcp.approvals import can_elicit
 
 if TYPE_CHECKING:
     from awaken_stdio.protocols.mcp.wire import Request
 
-__all__ = ["ASK_TIMEOUT_S", "CallSide", "ClientModel", "InputRequired", "McpChannel"]
+__all__ = [
+    "ASK_TIMEOUT_S",
+    "CURRENT_ROUND",
+    "CallSide",
+    "ClientModel",
+    "InputRequired",
+    "McpChannel",
+    "Round",
+    "digest",
+]
 
 ASK_TIMEOUT_S = 600.0  # a person answering a form, or a host's model answering
 
@@ -120,18 +134,47 @@ class McpChannel:
         return result if isinstance(result, dict) else {}
 
 
-class ClientModel:
-    """The client this process serves as the ``mcp_sampling`` provider's host (``providers/mcp_sampling.py``).
+@dataclass(slots=True, kw_only=True)
+class Round:
+    """One 2026-era call of a client: whether it samples (with tools), the answers it brought (by ``digest`` of the
+    request each answers), and the request a turn found unanswered (``asked``), for the call's ``input_required``."""
 
-    Only a handshake-era client can be asked in the middle of a run: the 2026 era has no server-to-client requests.
-    ``capabilities`` returns the client's declared capabilities, or None before ``initialize`` and in the 2026 era.
+    sampling: dict[str, Any] | None
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    asked: dict[str, Any] | None = None
+
+
+CURRENT_ROUND: ContextVar[Round | None] = ContextVar("mcp_sampling_round", default=None)
+"""The round of the call a task works for (set by ``calls.py`` and ``tasks.py`` around the runs a call drives)."""
+
+
+def digest(params: dict[str, Any]) -> str:
+    """What identifies a sampling request: a digest of its canonical JSON."""
+    text = json.dumps(params, separators=(",", ":"), sort_keys=True, ensure_ascii=False, default=str)
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:12]).decode()
+
+
+class ClientModel:
+    """The MCP client's model, as the runs this server serves get it (``RunEnvironment.sampling``, through
+    ``App.sampling``) for the ``mcp_sampling`` provider.
+
+    A 2026-era call has no requests to the client in the middle of it: each model turn is one round of the call
+    (``CURRENT_ROUND``). A turn whose answer the round does not carry records its request in the round and raises
+    ``ModelAnswerPending``: the run waits durably, the call ends ``input_required`` with that request, and the
+    client's retry resumes the run with the answer, keyed by a digest of the request it answers (an answer to
+    another request, e.g. one asked before a crash lost a step, is not used). Outside a round, the handshake-era
+    client is asked: ``capabilities`` returns its declared capabilities, or None before ``initialize``, in the 2026
+    era, and for a server whose app other connections share (``peer`` None: no connection's client serves it).
     """
 
-    def __init__(self, peer: JsonRpcPeer, capabilities: Callable[[], dict[str, Any] | None]) -> None:
+    def __init__(self, peer: JsonRpcPeer | None, capabilities: Callable[[], dict[str, Any] | None]) -> None:
         self.peer = peer
         self._capabilities = capabilities
 
     def _sampling(self) -> dict[str, Any] | None:
+        current = CURRENT_ROUND.get()
+        if current is not None and current.sampling is not None:
+            return current.sampling
         sampling = (self._capabilities() or {}).get("sampling")
         return sampling if isinstance(sampling, dict) else None
 
@@ -143,6 +186,14 @@ class ClientModel:
         return sampling is not None and "tools" in sampling
 
     async def create_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        current = CURRENT_ROUND.get()
+        if current is not None and current.sampling is not None:
+            answer = current.answers.get(digest(params))
+            if answer is None:
+                current.asked = params
+                raise ModelAnswerPending("waiting for the MCP client's model to answer (a 2026-07-28 round)")
+            return answer
+        assert self.peer is not None  # without one there are no capabilities: the provider asks only if can_sample()
         try:
             result = await self.peer.request("sampling/createMessage", params, timeout=ASK_TIMEOUT_S)
         except JsonRpcError as exc:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from awaken_stdio.app.tooling import LocalFileSystem
 from awaken_stdio.contract.errors import ToolFailure
-from awaken_stdio.tools.local_fs import LocalFileSystem
 
 if TYPE_CHECKING:
     from awaken_stdio.protocols.mcp.prompts import Prompts

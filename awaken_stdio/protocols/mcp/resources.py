@@ -32,11 +32,10 @@ from urllib.parse import unquote, urlsplit
 import anyio
 import anyio.to_thread
 
+from awaken_stdio.app.tooling import LocalFileSystem, Workspace, open_file
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.messages import message_to_json
 from awaken_stdio.protocols.mcp.catalog import decode_cursor, encode_cursor
-from awaken_stdio.tools.local_fs import LocalFileSystem, _open_file
-from awaken_stdio.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from awaken_stdio.app.config import McpResourceConfig
@@ -209,7 +208,7 @@ class Resources:
         path = await self._confined(uri)
 
         def read() -> bytes:
-            fd = _open_file(path, os.O_RDONLY)
+            fd = open_file(path, os.O_RDONLY)
             with os.fdopen(fd, "rb") as f:
                 data = f.read(MAX_READ_BYTES + 1)
             if len(data) > MAX_READ_BYTES:

@@ -164,7 +164,6 @@ class McpServer:
         from awaken_stdio.protocols.mcp.channel import ClientModel
         from awaken_stdio.protocols.mcp.library import Library
         from awaken_stdio.protocols.mcp.tasks import TaskBoard
-        from awaken_stdio.providers import mcp_sampling
 
         seal = StateSeal(await load_seal_key(app.store))
         self._app = app
@@ -173,8 +172,10 @@ class McpServer:
         self._rebuild_catalog()
         self._library = Library(app, self.peer, page_size=self.page_size, poll_s=self.poll_s)
         own = self.shared is None  # the client's model serves a process of its own only, never a shared one
-        if own:
-            mcp_sampling.attach(ClientModel(self.peer, self._handshake_capabilities))  # provider = "mcp_sampling"
+        if own:  # provider = "mcp_sampling": every run of this app's gets it in its environment
+            app.sampling = ClientModel(self.peer, self._handshake_capabilities)
+        elif app.sampling is None:  # a shared app: 2026-era rounds only, no connection's handshake serves it
+            app.sampling = ClientModel(None, lambda: None)
         try:
             async with anyio.create_task_group() as tg:
                 self._tasks = TaskBoard(app, self._library, tg)  # runs a tasks/update resumes go on in tg
@@ -184,7 +185,7 @@ class McpServer:
         finally:
             app.tool_listeners.remove(self._on_app_tools_changed)
             if own:
-                mcp_sampling.attach(None)
+                app.sampling = None
 
     def _startup(self) -> Startup:
         """The startup, or with no config file and no API key, one whose agent uses the client's model (if it

@@ -34,10 +34,10 @@ from awaken_stdio.contract.errors import AwakenError, InvalidResume
 from awaken_stdio.contract.events import AgentEvent, RunStart
 from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
 from awaken_stdio.protocols.mcp.approvals import approval_message, decision_from_answer, elicitation_params
+from awaken_stdio.protocols.mcp.channel import CURRENT_ROUND, Round, digest
 from awaken_stdio.protocols.mcp.resources import RUNS
 from awaken_stdio.protocols.mcp.wire import TASKS_EXTENSION as TASKS
 from awaken_stdio.protocols.mcp.wire import Request, text_block
-from awaken_stdio.providers.mcp_sampling import CURRENT_ROUND, Round, digest
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -182,7 +182,7 @@ class TaskBoard:
             if key in tickets
         ]
         sampling = request.client_capabilities.get("sampling")
-        model_round = Round(sampling if isinstance(sampling, dict) else None)
+        model_round = Round(sampling=sampling if isinstance(sampling, dict) else None)
         answer = responses.get(model_request["key"]) if model_request is not None else None
         if model_request is not None and isinstance(answer, dict):
             model_round.answers[digest(model_request["params"])] = answer

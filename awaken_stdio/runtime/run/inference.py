@@ -53,7 +53,8 @@ async def compact_if_needed(run: RunState) -> None:
         return
     run.compaction_tried = True
     try:
-        result = await compactor.compact(view, CompactionReport(run.emit) if run.sink is not None else None)
+        report = CompactionReport(run.emit) if run.sink is not None else None
+        result = await compactor.compact(view, report, sampling=run.activation.env.sampling)
     except Exception:
         log.warning("compaction of thread %s failed; continuing uncompacted", run.thread_id, exc_info=True)
         return
@@ -99,6 +100,7 @@ def build_request(run: RunState) -> InferenceRequest:
         [dict(t) for t in tools],  # the cached descriptors' JSON stays the agent's
         system_prompt(run) or None,
         overrides=dict(run.activation.overrides),
+        sampling=run.activation.env.sampling,
     )
     if agent.registrar.transforms:
         ctx = run.ctx(Phase.BEFORE_INFERENCE, offered_tools=dict(offered))()

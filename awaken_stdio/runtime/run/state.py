@@ -151,17 +151,16 @@ class RunState:
     def ctx(self, phase: Phase, **fields: Any) -> Callable[[], PhaseContext]:
         def make() -> PhaseContext:
             return PhaseContext(
-                phase,
-                self.state.snapshot(),
-                self.thread_id,
-                self.run_id,
-                self.agent.spec,
-                self.messages,
+                phase=phase,
+                snapshot=self.state.snapshot(),
+                thread_id=self.thread_id,
+                run_id=self.run_id,
+                agent=self.agent.spec,
+                messages=self.messages,
                 step=self.steps,
-                cwd=self.activation.cwd,
+                env=self.activation.env,
                 profile=self.profile,
                 cancel=self.cancel,
-                services=self.activation.services,
                 run_identity=self.identity,
                 **fields,
             )
@@ -184,19 +183,18 @@ class RunState:
     def call_context(self, call: ToolCall, snapshot: Snapshot, state: ToolCallState | None) -> ToolCallContext:
         """What a tool sees while it runs (or works out its preview)."""
         return ToolCallContext(
-            call.id,
-            call.name,
-            self.thread_id,
-            self.run_id,
-            self.agent.id,
-            snapshot,
-            cwd=self.activation.cwd,
+            call_id=call.id,
+            tool_name=call.name,
+            thread_id=self.thread_id,
+            run_id=self.run_id,
+            agent_id=self.agent.id,
+            snapshot=snapshot,
+            env=self.activation.env,
             resume_input=state.resume_input if state else None,
             suspension_id=state.suspension_id if state else None,
             suspension_reason=state.suspension_reason if state else None,
             profile=self.profile,
             cancel=self.cancel,
-            services=self.activation.services,
             emit=self.emit if self.sink is not None else None,
             run_identity=self.identity,
         )

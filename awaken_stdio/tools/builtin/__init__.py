@@ -1,6 +1,6 @@
 """The built-in tools: files, search, commands and the plan, confined to the run's workspace.
 
-They reach the disk and processes only through the seam in ``awaken_stdio.tools.workspace`` (``ctx.services``),
+They reach the disk and processes only through the seam in ``awaken_stdio.tools.workspace`` (``ctx.env``),
 so hosts can route them elsewhere (an ACP client's ``fs/*`` and ``terminal/*``). Every result has the model's
 text in ``message``, structured data in ``data`` and ``metadata["locations"]`` (``[{path, line?}]``, absolute).
 """

@@ -18,9 +18,9 @@ from pydantic import Field
 from awaken_stdio.contract.errors import ToolFailure
 from awaken_stdio.contract.preview import ToolPreview
 from awaken_stdio.contract.tools import CancelToken, ToolCallContext, ToolResult
+from awaken_stdio.contract.workspace import TERMINAL_ACTIVITY, ProcessResult, ProcessRunner
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool
-from awaken_stdio.tools.runner import TERMINAL_ACTIVITY, ProcessResult, ProcessRunner
 from awaken_stdio.tools.workspace import get_process_runner, get_workspace
 
 __all__ = [

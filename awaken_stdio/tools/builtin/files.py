@@ -20,9 +20,9 @@ from awaken_stdio.contract.errors import ToolError, ToolFailure
 from awaken_stdio.contract.preview import FileChange, ToolPreview
 from awaken_stdio.contract.suspension import bound_digest
 from awaken_stdio.contract.tools import ToolCallContext, ToolResult
+from awaken_stdio.contract.workspace import FileSystem
 from awaken_stdio.tools.builtin._results import location, success
 from awaken_stdio.tools.function import tool
-from awaken_stdio.tools.local_fs import FileSystem
 from awaken_stdio.tools.workspace import get_file_system, get_workspace
 
 __all__ = [
@@ -167,7 +167,7 @@ class _Plan:
         return {"path": str(self.real), "old_text": self.old, "new_text": self.new}
 
     def preview(self, ctx: ToolCallContext) -> ToolPreview:
-        return ToolPreview((FileChange(str(self.real), self.old, self.new),), cwd=ctx.cwd)
+        return ToolPreview((FileChange(str(self.real), self.old, self.new),), cwd=ctx.env.cwd)
 
     def check_shown(self, ctx: ToolCallContext) -> None:
         """Refuse an approved call whose file no longer holds the text of the diff it was approved on."""

@@ -63,7 +63,7 @@ async def nap(seconds: float, ctx: ToolCallContext) -> str:
 @tool(kind="edit")
 def mark(label: str, ctx: ToolCallContext) -> str:
     """A side effect: append ``label`` to marks.txt in the working directory."""
-    with open(Path(ctx.cwd or os.getcwd()) / "marks.txt", "a", encoding="utf-8") as f:
+    with open(Path(ctx.env.cwd or os.getcwd()) / "marks.txt", "a", encoding="utf-8") as f:
         f.write(label + "\n")
     return f"marked {label}"
 
