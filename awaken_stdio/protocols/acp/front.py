@@ -7,7 +7,8 @@ to ``AcpServer`` (``server.py``). Pydantic, the validated config, the app and th
 on the wire, or as soon as another request needs them (``app.deferred.DeferredApp``); requests that arrive meanwhile
 wait. A config the validation rejects fails the requests waiting for the agent with -32603 and its text, then the
 process exits 2 with one stderr line naming it (``protocols/lifecycle.py``, which also handles SIGTERM and SIGINT).
-This module owns the method table; ``AcpServer`` owns what each method does.
+This module owns the names of the methods of each version, registered before the agent loads; ``methods.py`` binds
+them to their params models and handlers (``AcpServer``'s, or ``V2Connection``'s), which own what each method does.
 """
 
 from __future__ import annotations

@@ -161,8 +161,9 @@ class TaskBoard:
         return {}
 
     async def _run(self, p: TaskParams, request: Request, method: str) -> RunRecord:
-        """The task's run, for a client that declared the extension."""
+        """The task's run, for a client that declared the extension, once the tools a resumed run uses are loaded."""
         require_tasks(request, method)
+        await self.app.loading.settle()  # waited for once, bounded
         record = await self.app.store.load_run(p.task_id)
         if record is None:
             raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
