@@ -7,7 +7,8 @@ to ``AcpServer`` (``server.py``). Pydantic, the validated config, the app and th
 on the wire, or as soon as another request needs them (``app.deferred.DeferredApp``); requests that arrive meanwhile
 wait. A config the validation rejects fails the requests waiting for the agent with -32603 and its text, then the
 process exits 2 with one stderr line naming it (``protocols/lifecycle.py``, which also handles SIGTERM and SIGINT).
-This module owns the method table; ``AcpServer`` owns what each method does.
+This module owns the names of the methods of each version, registered before the agent loads; ``methods.py`` binds
+them to their params models and handlers (``AcpServer``'s, or ``V2Connection``'s), which own what each method does.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from awaken_stdio.protocols.lifecycle import Lifecycle
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App, Settings
+    from awaken_stdio.protocols.acp.methods import Methods
     from awaken_stdio.protocols.acp.server import AcpServer
     from awaken_stdio.protocols.acp.v2.connection import V2Connection
 
@@ -45,21 +47,12 @@ __all__ = ["AcpFront", "run"]
 
 log = logging.getLogger(__name__)
 
-# method -> the AcpServer handler that serves it (initialize is answered here)
-REQUESTS = {
-    "authenticate": "authenticate",
-    "session/new": "new_session",
-    "session/load": "load_session",
-    "session/resume": "resume_session",
-    "session/fork": "fork_session",
-    "session/list": "list_sessions",
-    "session/close": "close_session",
-    "session/delete": "delete_session",
-    "session/set_mode": "set_mode",
-    "session/set_config_option": "set_config_option",
-    "session/prompt": "prompt",
-}
-NOTIFICATIONS = {"session/cancel": "cancel"}
+# the v1 method surface, served by ``AcpServer`` (its table is ``methods.py``'s; initialize is answered here)
+REQUESTS = frozenset({
+    "authenticate", "session/new", "session/load", "session/resume", "session/fork", "session/list", "session/close",
+    "session/delete", "session/set_mode", "session/set_config_option", "session/prompt",
+})  # fmt: skip
+NOTIFICATIONS = frozenset({"session/cancel"})
 _APP_OPEN_TIMEOUT_S = 60.0
 _APP_CLOSE_GRACE_S = 5.0
 
@@ -104,6 +97,7 @@ class AcpFront:
         self.prompt_caps: dict[str, bool] = {}  # what the last initialize advertised
         self.server: AcpServer | None = None
         self.v2: V2Connection | None = None  # set while the connection speaks v2 (negotiated by initialize)
+        self.methods: Methods | None = None  # the table of the version spoken, once the server is built
         self.app = DeferredApp(  # ``shared``: ``serve``'s one app under every connection, open already
             (lambda: shared.settings) if shared is not None else startup.settings,
             failure=_could_not_start,
@@ -113,9 +107,9 @@ class AcpFront:
             lent=shared,
         )
         peer.register("initialize", self.initialize)
-        for method in {**REQUESTS, **v2.REQUESTS}:
+        for method in REQUESTS | v2.REQUESTS:
             peer.register(method, self._forward(method))
-        for method in {**NOTIFICATIONS, **v2.NOTIFICATIONS}:
+        for method in NOTIFICATIONS | v2.NOTIFICATIONS:
             peer.register_notification(method, self._forward_notification(method))
 
     @asynccontextmanager
@@ -125,38 +119,44 @@ class AcpFront:
 
         async with anyio.create_task_group() as tg:
             self.server = AcpServer(settings, app, tg, self.peer, self.client, self.prompt_caps)
-            if self.v2 is not None:
-                self.v2.server = self.server
+            self._bind()
             try:
                 yield
             finally:
                 tg.cancel_scope.cancel()
 
-    async def _server(self) -> AcpServer:
-        await self.app.ready()
-        assert self.server is not None
-        return self.server
+    def _bind(self) -> None:
+        """The method table of the version spoken, over the server (when it is built: else that does it)."""
+        if self.server is None:
+            return
+        from awaken_stdio.protocols.acp.methods import v1_methods, v2_methods
+
+        if self.v2 is not None:
+            self.v2.server = self.server
+            self.methods = v2_methods(self.v2)
+            surface = v2.REQUESTS, v2.NOTIFICATIONS
+        else:
+            self.methods = v1_methods(self.server)
+            surface = REQUESTS, NOTIFICATIONS
+        assert (self.methods.requests.methods, self.methods.notifications.methods) == surface, "registered: served"
 
     def _forward(self, method: str) -> RequestHandler:
         """The handler of ``method`` in the version this connection negotiated; -32601 where it has none."""
 
         async def forward(params: Params, ctx: RequestContext) -> Any:
-            if self.v2 is not None and method in v2.REQUESTS:
-                return await getattr(self.v2, v2.REQUESTS[method])(await self._server(), params)
-            if self.v2 is not None or method not in REQUESTS:
+            if method not in (v2.REQUESTS if self.v2 is not None else REQUESTS):  # at once, the agent not waited for
                 raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
-            return await getattr(await self._server(), REQUESTS[method])(params)
+            await self.app.ready()
+            assert self.methods is not None
+            return await self.methods.requests.dispatch(method, params, ctx)
 
         return forward
 
     def _forward_notification(self, method: str) -> NotificationHandler:
         async def forward(params: Params, ctx: RequestContext) -> None:
-            if self.server is None:  # before the agent loads, no session exists to act on
-                return
-            if self.v2 is not None and method in v2.NOTIFICATIONS:
-                await getattr(self.v2, v2.NOTIFICATIONS[method])(self.server, params)
-            elif self.v2 is None and method in NOTIFICATIONS:
-                await getattr(self.server, NOTIFICATIONS[method])(params)
+            # before the agent loads, no session exists to act on
+            if self.methods is not None and method in self.methods.notifications:
+                await self.methods.notifications.dispatch(method, params, ctx)
 
         return forward
 
@@ -183,12 +183,12 @@ class AcpFront:
             from awaken_stdio.protocols.acp.v2.connection import V2Connection
 
             self.v2 = V2Connection(peer)
-            self.v2.server = self.server
         else:
             self.v2 = None
         if isinstance(peer, AcpPeer):
             peer.dialect = self.v2
         peer.batches = self.v2 is not None
+        self._bind()
 
 
 def _could_not_start(problem: str | None) -> JsonRpcError:

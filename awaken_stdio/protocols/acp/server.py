@@ -60,7 +60,7 @@ from awaken_stdio.protocols.acp.wire import (
     prompt_to_blocks,
     system_prompt,
 )
-from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError, JsonRpcPeer
+from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError, JsonRpcPeer, RequestContext
 
 if TYPE_CHECKING:
     from awaken_stdio.app.app import App
@@ -120,10 +120,9 @@ class AcpServer:
 
     # -- authenticate ---------------------------------------------------------------------------------------------
 
-    async def authenticate(self, params: Any) -> dict[str, Any]:
+    async def authenticate(self, p: AuthenticateParams, request: RequestContext) -> dict[str, Any]:
         """Re-read the configuration and the keys ``awaken-stdio login`` saved (set since start-up) and adopt its
         agents and models; an error that says to log in while no model can answer."""
-        p = AuthenticateParams.model_validate(params or {})
         if p.method_id not in AUTH_METHODS:
             raise JsonRpcError(INVALID_PARAMS, f"Invalid params: unknown auth method {p.method_id!r}; "
                                                f"expected one of {', '.join(AUTH_METHODS)}")  # fmt: skip
@@ -218,8 +217,7 @@ class AcpServer:
             await self.update(session.id, {"sessionUpdate": "session_info_update", "title": session.record.title,
                                            "updatedAt": session_info(session.record)["updatedAt"]})  # fmt: skip
 
-    async def new_session(self, params: Any) -> dict[str, Any]:
-        p = SessionSetupParams.model_validate(params)
+    async def new_session(self, p: SessionSetupParams, request: RequestContext) -> dict[str, Any]:
         prompt = system_prompt(p.system_prompt)
         app = self._app_with_model()
         runtime = app.runtime
@@ -239,11 +237,10 @@ class AcpServer:
         session = await self._open(app, record, p.mcp_servers)
         return {"sessionId": record.session_id, **self._setup_result(session)}
 
-    async def fork_session(self, params: Any) -> dict[str, Any]:
+    async def fork_session(self, p: ForkSessionParams, request: RequestContext) -> dict[str, Any]:
         """``session/fork`` (unstable): a new session whose thread is a copy of the source's, whole or up to the
         message ``_meta["awaken-stdio"]["messageId"]``, independent afterwards and durable like any session. It keeps
         the source's agent, mode, model and system prompt (unless this request gives one)."""
-        p = ForkSessionParams.model_validate(params)
         prompt = system_prompt(p.system_prompt)
         extension = (p.meta or {}).get("awaken-stdio")
         up_to = extension.get("messageId") if isinstance(extension, dict) else None
@@ -276,8 +273,8 @@ class AcpServer:
             raise _not_found(session_id)
         return record
 
-    async def _reopen(self, params: Any, *, history: bool) -> dict[str, Any]:
-        p = LoadSessionParams.model_validate(params)
+    async def _reopen(self, p: LoadSessionParams, *, history: bool) -> dict[str, Any]:
+        servers_given = "mcp_servers" in p.model_fields_set
         prompt = system_prompt(p.system_prompt)
         app = self._app_with_model()
         record = await self._stored(app, p.session_id)
@@ -286,26 +283,25 @@ class AcpServer:
             record.system_prompt = prompt
         if p.additional_directories:
             record.additional_directories = p.additional_directories
-        if "mcpServers" in (params or {}):
+        if servers_given:
             record.mcp_servers = _stored_servers(p.mcp_servers)
         await app.sessions.save(record)
         if history:
             for update in await replayed(app, record, descriptors(app)):
                 await self.update(record.session_id, update)
-        servers = p.mcp_servers if "mcpServers" in (params or {}) else record.mcp_servers
+        servers = p.mcp_servers if servers_given else record.mcp_servers
         session = await self._open(app, record, servers, known=True)
         return self._setup_result(session)
 
-    async def load_session(self, params: Any) -> dict[str, Any]:
-        return await self._reopen(params, history=True)
+    async def load_session(self, p: LoadSessionParams, request: RequestContext) -> dict[str, Any]:
+        return await self._reopen(p, history=True)
 
-    async def resume_session(self, params: Any) -> dict[str, Any]:
-        return await self._reopen(params, history=False)
+    async def resume_session(self, p: LoadSessionParams, request: RequestContext) -> dict[str, Any]:
+        return await self._reopen(p, history=False)
 
-    async def list_sessions(self, params: Any) -> dict[str, Any]:
+    async def list_sessions(self, p: ListSessionsParams, request: RequestContext) -> dict[str, Any]:
         """The store's sessions; when the store does not answer within ``_LIST_WAIT_S`` (another process's lock, a
         frozen disk), the sessions open here, said to be partial, rather than no answer."""
-        p = ListSessionsParams.model_validate(params or {})
         app = self.app
         with anyio.move_on_after(_LIST_WAIT_S):
             try:
@@ -332,15 +328,13 @@ class AcpServer:
             session.mcp_scope.cancel()
             session.mcp_tools = []
 
-    async def close_session(self, params: Any) -> dict[str, Any]:
-        p = SessionIdParams.model_validate(params)
+    async def close_session(self, p: SessionIdParams, request: RequestContext) -> dict[str, Any]:
         session = self.sessions.pop(p.session_id, None)
         if session is not None:
             await self._shut(self.app, session)
         return {}
 
-    async def delete_session(self, params: Any) -> dict[str, Any]:
-        p = SessionIdParams.model_validate(params)
+    async def delete_session(self, p: SessionIdParams, request: RequestContext) -> dict[str, Any]:
         app = self.app
         session = self.sessions.pop(p.session_id, None)
         if session is not None:
@@ -370,15 +364,13 @@ class AcpServer:
         options = config_options(session, self._models(), boolean=self.client.boolean_config)
         await self.update(session.id, {"sessionUpdate": "config_option_update", "configOptions": options})
 
-    async def set_mode(self, params: Any) -> dict[str, Any]:
-        p = SetModeParams.model_validate(params)
+    async def set_mode(self, p: SetModeParams, request: RequestContext) -> dict[str, Any]:
         session = self._session(p.session_id)
         await self._set_mode(self.app, session, p.mode_id)
         await self._config_changed(session)
         return {}
 
-    async def set_config_option(self, params: Any) -> dict[str, Any]:
-        p = SetConfigOptionParams.model_validate(params)
+    async def set_config_option(self, p: SetConfigOptionParams, request: RequestContext) -> dict[str, Any]:
         session = self._session(p.session_id)
         app = self.app
         if p.config_id == "mode":
@@ -448,16 +440,15 @@ class AcpServer:
             )
         return session.env
 
-    async def prompt(self, params: Any) -> dict[str, Any]:
-        session, blocks = self.take_prompt(params)
+    async def prompt(self, p: PromptParams, request: RequestContext) -> dict[str, Any]:
+        session, blocks = self.take_prompt(p)
         return {"stopReason": await self.run_turn(session, blocks)}
 
-    def take_prompt(self, params: Any) -> tuple[Session, list[Any]]:
+    def take_prompt(self, p: PromptParams) -> tuple[Session, list[Any]]:
         """A prompt's open session and content, checked (-32602, -32002) before the prompt is accepted."""
-        p = PromptParams.model_validate(params)
         session = self._session(p.session_id)
         blocks = prompt_to_blocks(p.prompt, self.prompt_caps)
-        session.trace = adopt_trace(params)  # the client's trace context parents this turn's run
+        session.trace = adopt_trace({"_meta": p.meta})  # the client's trace context parents this turn's run
         return session, blocks
 
     async def run_turn(self, session: Session, blocks: list[Any] | None, message_id: str | None = None) -> str:
@@ -480,8 +471,7 @@ class AcpServer:
             await self.update(session.id, {"sessionUpdate": "agent_message_chunk", "messageId": new_id(),
                                            "content": {"type": "text", "text": text}})  # fmt: skip
 
-    async def cancel(self, params: Any) -> None:
-        p = SessionIdParams.model_validate(params)
+    async def cancel(self, p: SessionIdParams, request: RequestContext) -> None:
         session = self.sessions.get(p.session_id)
         if session is None:
             return  # unknown or idle sessions: nothing to cancel (INFO-CANCEL-201)

@@ -34,9 +34,11 @@ __all__ = [
     "LoadSessionParams",
     "PromptCapabilities",
     "PromptParams",
+    "ResumeSessionV2Params",
     "SessionIdParams",
     "SessionSetupParams",
     "SetConfigOptionParams",
+    "SetConfigOptionV2Params",
     "SetModeParams",
     "prompt_to_blocks",
     "system_prompt",
@@ -176,8 +178,30 @@ class SetConfigOptionParams(SessionIdParams):
     type: Literal["boolean", "select"] | None = None
 
 
+class SetConfigOptionV2Params(SessionIdParams):
+    """v2's ``session/set_config_option``: a select's value is tagged ``"type": "id"``."""
+
+    config_id: str
+    value: bool | str
+    type: Literal["boolean", "select", "id"] | None = None
+
+
+class ResumeSessionV2Params(LoadSessionParams):
+    """v2's ``session/resume``: where to replay the conversation from (``replay.py``), or nothing replayed."""
+
+    replay_from: dict[str, Any] | None = None
+
+    @field_validator("replay_from")
+    @classmethod
+    def _typed(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and not isinstance(value.get("type"), str):
+            raise ValueError("must be an object with a type, or null")
+        return value
+
+
 class PromptParams(SessionIdParams):
     prompt: list[dict[str, Any]]
+    meta: Any = Field(default=None, alias="_meta")  # the W3C trace context, if any (``tracing.py``)
 
 
 class PromptCapabilities(_Wire):

@@ -41,34 +41,32 @@ class Library:
         self.prompts = Prompts(app.runtime.agents, loaded.config.mcp.prompts, loaded.base_dir, self.resources)
         self.watch = Watch(self.resources.version, poll_s)
 
-    async def list_resources(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
-        cursor = ListParams.model_validate(params).cursor
+    async def list_resources(self, p: ListParams, request: Request) -> dict[str, Any]:
         try:
-            resources, next_cursor = await self.resources.page(cursor, self.page_size)
+            resources, next_cursor = await self.resources.page(p.cursor, self.page_size)
         except InvalidCursor:
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: unknown cursor") from None
         return _cacheable(_paged("resources", resources, next_cursor), request, RESOURCES_TTL_MS)
 
-    async def list_templates(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
-        ListParams.model_validate(params)
+    async def list_templates(self, p: ListParams, request: Request) -> dict[str, Any]:
         return _cacheable({"resourceTemplates": [t.listing() for t in self.resources.templates]}, request, FIXED_TTL_MS)
 
-    async def read(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
-        uri = ResourceParams.model_validate(params).uri
+    async def read(self, p: ResourceParams, request: Request) -> dict[str, Any]:
+        uri = p.uri
         try:
             return _cacheable({"contents": await self.resources.read(uri)}, request, READ_TTL_MS)
         except ResourceNotFound as exc:
             raise _not_found(uri, exc, request) from None
 
-    async def subscribe(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
-        uri = ResourceParams.model_validate(params).uri
+    async def subscribe(self, p: ResourceParams, request: Request) -> dict[str, Any]:
+        uri = p.uri
         if not await self.resources.exists(uri):
             raise _not_found(uri, ResourceNotFound(f"Resource not found: {uri}"), request)
         await self.watch.add(uri, _LEGACY, self._notify_updated)
         return {}
 
-    async def unsubscribe(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
-        self.watch.remove(ResourceParams.model_validate(params).uri, _LEGACY)
+    async def unsubscribe(self, p: ResourceParams, request: Request) -> dict[str, Any]:
+        self.watch.remove(p.uri, _LEGACY)
         return {}
 
     async def listen(self, uris: list[str], key: object, send: Callable[[str], Awaitable[None]]) -> list[str]:
@@ -82,23 +80,20 @@ class Library:
         for uri in uris:
             self.watch.remove(uri, key)
 
-    async def list_prompts(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
-        cursor = ListParams.model_validate(params).cursor
+    async def list_prompts(self, p: ListParams, request: Request) -> dict[str, Any]:
         try:
-            prompts, next_cursor = self.prompts.page(cursor, self.page_size)
+            prompts, next_cursor = self.prompts.page(p.cursor, self.page_size)
         except InvalidCursor:
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: unknown cursor") from None
         return _cacheable(_paged("prompts", prompts, next_cursor), request, FIXED_TTL_MS)
 
-    async def get_prompt(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
-        p = GetPromptParams.model_validate(params)
+    async def get_prompt(self, p: GetPromptParams, request: Request) -> dict[str, Any]:
         try:
             return await self.prompts.get(p.name, p.arguments or {})
         except PromptError as exc:
             raise JsonRpcError(INVALID_PARAMS, str(exc)) from None
 
-    async def complete(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
-        p = CompleteParams.model_validate(params)
+    async def complete(self, p: CompleteParams, request: Request) -> dict[str, Any]:
         completion = await complete(self.prompts, self.resources, p.ref, p.argument.name, p.argument.value)
         return {"completion": completion}
 

@@ -1,7 +1,8 @@
 """The inbound params of the MCP requests we serve, as small pydantic models built on first use (``defer_build``).
 
-A ``ValidationError`` they raise becomes -32602 at the peer's one exception-to-wire boundary. ``initialize`` params
-are checked by hand first (``server.py``), so the first answer never waits for pydantic.
+``server.py``'s method table validates a request's params with its model before the handler runs
+(``protocols/handlers.py``); a ``ValidationError`` becomes -32602 at the peer's one exception-to-wire boundary.
+``initialize`` params are checked by hand first (``initialize.py``), so the first answer never waits for pydantic.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ import anyio.abc
 
 from awaken_stdio.app.deferred import DeferredApp
 from awaken_stdio.app.startup import Startup, loaded_heavy_modules, server_info
+from awaken_stdio.protocols.handlers import HandlerTable, entry, params_object
 from awaken_stdio.protocols.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -41,6 +42,7 @@ from awaken_stdio.protocols.jsonrpc import (
     JsonRpcPeer,
     Params,
     RequestContext,
+    RequestHandler,
 )
 from awaken_stdio.protocols.lifecycle import Lifecycle
 from awaken_stdio.protocols.mcp.initialize import CAPABILITIES, INSTRUCTIONS, Initialized, initialize
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     from awaken_stdio.protocols.mcp.calls import CallRunner, ToolCall
     from awaken_stdio.protocols.mcp.catalog import Catalog
     from awaken_stdio.protocols.mcp.library import Library
+    from awaken_stdio.protocols.mcp.params import CallToolParams, ListenParams, ListParams, SetLevelParams
     from awaken_stdio.protocols.mcp.tasks import TaskBoard
 
 __all__ = ["McpServer", "run"]
@@ -78,19 +81,15 @@ DEFAULT_PAGE_SIZE = 100
 TOOLS_TTL_MS = 60_000  # a client that does not listen for changes refetches the list within a minute
 DISCOVER_TTL_MS = 600_000  # what discover describes is fixed for the life of the process
 _LEGACY_ONLY = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
-# The reading requests, served by ``library.py`` once the app is open: method -> its handler there.
-_LIBRARY = {
-    "resources/list": "list_resources",
-    "resources/templates/list": "list_templates",
-    "resources/read": "read",
-    "resources/subscribe": "subscribe",
-    "resources/unsubscribe": "unsubscribe",
-    "prompts/list": "list_prompts",
-    "prompts/get": "get_prompt",
-    "completion/complete": "complete",
-}
 _TASKS = ("tasks/get", "tasks/update", "tasks/cancel")  # the Tasks extension's methods (``tasks.py``)
 _MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", *_TASKS})
+# The methods served once the app is open, validated by their params models (``_app_methods``); the first-answer
+# methods (``initialize``, ``ping``, ``server/discover``) are served before pydantic loads (``_first``).
+_APP_METHODS = frozenset({
+    "logging/setLevel", "subscriptions/listen", "tools/list", "tools/call", "resources/list", "resources/read",
+    "resources/templates/list", "resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get",
+    "completion/complete", *_TASKS,
+})  # fmt: skip
 
 
 class McpServer:
@@ -131,6 +130,12 @@ class McpServer:
         self._tasks: TaskBoard | None = None
         self._calls: dict[Any, ToolCall] = {}
         self._listeners: dict[Any, MemoryObjectSendStream[tuple[str, dict[str, Any]]]] = {}
+        self._first = HandlerTable(Request, [
+            entry("initialize", None, self._initialize),
+            entry("ping", None, self._ping),
+            entry("server/discover", None, self._discover),
+        ])  # fmt: skip
+        self._methods: HandlerTable[Request] | None = None  # ``_APP_METHODS``, while the app is open
         self._register()
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
@@ -179,6 +184,7 @@ class McpServer:
         try:
             async with anyio.create_task_group() as tg:
                 self._tasks = TaskBoard(app, self._library, tg)  # runs a tasks/update resumes go on in tg
+                self._methods = self._app_methods(self._library, self._tasks)
                 tg.start_soon(self._library.watch.run)
                 yield
                 tg.cancel_scope.cancel()
@@ -241,54 +247,55 @@ class McpServer:
     # -- dispatch -----------------------------------------------------------------------------------------------
 
     def _register(self) -> None:
-        route = self._route
-        route("initialize", self._initialize)
-        route("ping", self._ping)
-        route("logging/setLevel", self._set_level)
-        route("server/discover", self._discover)
-        route("subscriptions/listen", self._listen)
-        route("tools/list", self._list_tools)
-        route("tools/call", self._call_tool)
-        for method, name in _LIBRARY.items():
-            route(method, self._library_handler(name))
-        for method in _TASKS:
-            route(method, self._task_handler(method))
+        for method in self._first.methods | _APP_METHODS:
+            self.peer.register(method, self._route(method))
         self.peer.register_notification("notifications/cancelled", self._cancelled)
         self.peer.register_notification("notifications/initialized", self._initialized)
 
-    def _library_handler(self, name: str) -> Any:
-        async def handle(params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
-            await self._app_ready()
-            assert self._library is not None
-            return await getattr(self._library, name)(params, request)
+    def _app_methods(self, library: Library, tasks: TaskBoard) -> HandlerTable[Request]:
+        """The table of ``_APP_METHODS``, built once the app is open (pydantic has loaded): what serves each."""
+        from awaken_stdio.protocols.mcp import params as p
 
-        return handle
+        table = HandlerTable(Request, [
+            entry("logging/setLevel", p.SetLevelParams, self._set_level),
+            entry("subscriptions/listen", p.ListenParams, self._listen),
+            entry("tools/list", p.ListParams, self._list_tools),
+            entry("tools/call", p.CallToolParams, self._call_tool),
+            entry("resources/list", p.ListParams, library.list_resources),
+            entry("resources/templates/list", p.ListParams, library.list_templates),
+            entry("resources/read", p.ResourceParams, library.read),
+            entry("resources/subscribe", p.ResourceParams, library.subscribe),
+            entry("resources/unsubscribe", p.ResourceParams, library.unsubscribe),
+            entry("prompts/list", p.ListParams, library.list_prompts),
+            entry("prompts/get", p.GetPromptParams, library.get_prompt),
+            entry("completion/complete", p.CompleteParams, library.complete),
+            entry("tasks/get", p.TaskParams, tasks.get),
+            entry("tasks/update", p.TaskParams, tasks.update),
+            entry("tasks/cancel", p.TaskParams, tasks.cancel),
+        ])  # fmt: skip
+        assert table.methods == _APP_METHODS, "the methods registered on the peer are the ones the table serves"
+        return table
 
-    def _task_handler(self, method: str) -> Any:
-        async def handle(params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
-            await self._app_ready()
-            assert self._tasks is not None
-            return await self._tasks.handle(method, params, request)
-
-        return handle
-
-    def _route(self, method: str, handler: Any) -> None:
+    def _route(self, method: str) -> RequestHandler:
         async def serve(params: Params, ctx: RequestContext) -> Any:
-            if params is not None and not isinstance(params, dict):
-                raise JsonRpcError(INVALID_PARAMS, "Invalid params: params must be an object")
-            params = params or {}
+            args = params_object(params)
             assert ctx.request_id is not None
-            request = self._admit(method, params, ctx.request_id)
+            request = self._admit(method, args, ctx.request_id)
             if not self._gate.is_wanted:
                 log.debug("answering %s; heavy modules loaded: %s", method, loaded_heavy_modules())
-            result = await handler(params, request, ctx)
+            if method in self._first:
+                result = await self._first.dispatch(method, args, request)
+            else:
+                await self._gate.ready()  # the app's table: built, with what it serves, once the app is open
+                assert self._methods is not None
+                result = await self._methods.dispatch(method, args, request)
             if request.era == "modern":
                 result.setdefault("resultType", "complete")
                 meta = result.get("_meta")
                 result["_meta"] = {**(meta if isinstance(meta, dict) else {}), SERVER_INFO_KEY: server_info()}
             return result
 
-        self.peer.register(method, serve)
+        return serve
 
     def _admit(self, method: str, params: dict[str, Any], request_id: Any) -> Request:
         """The era checks, in the SDK's order; synchronous, so the first request to arrive decides the era."""
@@ -338,22 +345,20 @@ class McpServer:
 
     # -- handlers -----------------------------------------------------------------------------------------------
 
-    async def _initialize(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+    async def _initialize(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
         answered = initialize(params)
         assert answered is not None  # validated: never left to anyone else
         self._version, self._client_capabilities = answered.version, answered.capabilities
         return answered.result
 
-    async def _ping(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+    async def _ping(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
         return {}
 
-    async def _set_level(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
-        from awaken_stdio.protocols.mcp.params import SetLevelParams
-
-        self._log_level = SetLevelParams.model_validate(params).level
+    async def _set_level(self, p: SetLevelParams, request: Request) -> dict[str, Any]:
+        self._log_level = p.level
         return {}
 
-    async def _discover(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+    async def _discover(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
         return {
             "supportedVersions": list(MODERN_VERSIONS),
             "capabilities": {**CAPABILITIES, "extensions": {TASKS_EXTENSION: {}}},
@@ -363,15 +368,13 @@ class McpServer:
             "cacheScope": "private",
         }
 
-    async def _list_tools(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+    async def _list_tools(self, p: ListParams, request: Request) -> dict[str, Any]:
         from awaken_stdio.protocols.mcp.catalog import InvalidCursor
-        from awaken_stdio.protocols.mcp.params import ListParams
 
-        cursor = ListParams.model_validate(params).cursor
         await self._app_ready()
         assert self._catalog is not None
         try:
-            tools, next_cursor = self._catalog.page(cursor, self.page_size)
+            tools, next_cursor = self._catalog.page(p.cursor, self.page_size)
         except InvalidCursor:
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: unknown cursor") from None
         result: dict[str, Any] = {"tools": tools}
@@ -381,12 +384,10 @@ class McpServer:
             result.update(ttlMs=TOOLS_TTL_MS, cacheScope="private")
         return result
 
-    async def _call_tool(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
+    async def _call_tool(self, p: CallToolParams, request: Request) -> dict[str, Any]:
         from awaken_stdio.protocols.mcp.approvals import InvalidState
         from awaken_stdio.protocols.mcp.calls import ToolCall
-        from awaken_stdio.protocols.mcp.params import CallToolParams
 
-        p = CallToolParams.model_validate(params)
         runner = await self._app_ready()
         assert self._catalog is not None
         entry = self._catalog.by_name.get(p.name)
@@ -411,10 +412,8 @@ class McpServer:
             call.close()
             del self._calls[request.request_id]
 
-    async def _listen(self, params: dict[str, Any], request: Request, ctx: RequestContext) -> dict[str, Any]:
-        from awaken_stdio.protocols.mcp.params import ListenParams
-
-        wanted = ListenParams.model_validate(params).notifications
+    async def _listen(self, p: ListenParams, request: Request) -> dict[str, Any]:
+        wanted = p.notifications
         key = request.request_id
         meta = {SUBSCRIPTION_ID_KEY: key}
         send, receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](math.inf)

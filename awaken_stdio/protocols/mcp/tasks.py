@@ -35,6 +35,7 @@ from awaken_stdio.contract.events import AgentEvent, RunStart
 from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, JsonRpcError
 from awaken_stdio.protocols.mcp.approvals import approval_message, decision_from_answer, elicitation_params
 from awaken_stdio.protocols.mcp.channel import CURRENT_ROUND, Round, digest
+from awaken_stdio.protocols.mcp.params import TaskParams
 from awaken_stdio.protocols.mcp.resources import RUNS
 from awaken_stdio.protocols.mcp.wire import TASKS_EXTENSION as TASKS
 from awaken_stdio.protocols.mcp.wire import Request, text_block
@@ -146,22 +147,27 @@ class TaskBoard:
     def unlisten(self, task_ids: list[str], key: object) -> None:
         self.library.unlisten([RUNS + t for t in task_ids], (key, TASKS))
 
-    async def handle(self, method: str, params: dict[str, Any], request: Request) -> dict[str, Any]:
-        from awaken_stdio.protocols.mcp.params import TaskParams
+    async def get(self, p: TaskParams, request: Request) -> dict[str, Any]:
+        record = await self._run(p, request, "tasks/get")
+        return self._task(record, await self._model_request(record))
 
+    async def update(self, p: TaskParams, request: Request) -> dict[str, Any]:
+        record = await self._run(p, request, "tasks/update")
+        await self._update(record, p.input_responses or {}, request, await self._model_request(record))
+        return {}
+
+    async def cancel(self, p: TaskParams, request: Request) -> dict[str, Any]:
+        await self._cancel(await self._run(p, request, "tasks/cancel"))
+        return {}
+
+    async def _run(self, p: TaskParams, request: Request, method: str) -> RunRecord:
+        """The task's run, for a client that declared the extension, once the tools a resumed run uses are loaded."""
         require_tasks(request, method)
-        p = TaskParams.model_validate(params)
+        await self.app.loading.settle()  # waited for once, bounded
         record = await self.app.store.load_run(p.task_id)
         if record is None:
             raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
-        model_request = await self._model_request(record)
-        if method == "tasks/get":
-            return self._task(record, model_request)
-        if method == "tasks/cancel":
-            await self._cancel(record)
-            return {}
-        await self._update(record, p.input_responses or {}, request, model_request)
-        return {}
+        return record
 
     async def _model_request(self, record: RunRecord) -> dict[str, Any] | None:
         """The turn of the client's model the run waits for, when a task's resume left it waiting for one."""

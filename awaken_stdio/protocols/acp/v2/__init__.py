@@ -14,16 +14,9 @@ __all__ = ["NOTIFICATIONS", "REQUESTS", "VERSION"]
 
 VERSION = 2
 
-# the v2 method surface: method -> the ``V2Connection`` handler that serves it
-REQUESTS = {
-    "auth/login": "login",
-    "auth/logout": "logout",
-    "session/new": "new_session",
-    "session/resume": "resume_session",
-    "session/list": "list_sessions",
-    "session/close": "close_session",
-    "session/delete": "delete_session",
-    "session/set_config_option": "set_config_option",
-    "session/prompt": "prompt",
-}
-NOTIFICATIONS = {"session/cancel": "cancel"}
+# the v2 method surface (served by ``V2Connection``; its table is ``acp/methods.py``'s)
+REQUESTS = frozenset({
+    "auth/login", "auth/logout", "session/new", "session/resume", "session/list", "session/close", "session/delete",
+    "session/set_config_option", "session/prompt",
+})  # fmt: skip
+NOTIFICATIONS = frozenset({"session/cancel"})

@@ -22,11 +22,20 @@ from awaken_stdio.protocols.acp.codes import RESOURCE_NOT_FOUND
 from awaken_stdio.protocols.acp.v2.peer import AcpPeer
 from awaken_stdio.protocols.acp.v2.permissions import permission_request
 from awaken_stdio.protocols.acp.v2.updates import config_options_v2, to_v2
-from awaken_stdio.protocols.jsonrpc import INVALID_PARAMS, ConnectionClosedError, JsonRpcError
+from awaken_stdio.protocols.jsonrpc import ConnectionClosedError, JsonRpcError, RequestContext
 
 if TYPE_CHECKING:
     from awaken_stdio.protocols.acp.server import AcpServer
     from awaken_stdio.protocols.acp.sessions import Session
+    from awaken_stdio.protocols.acp.wire import (
+        AuthenticateParams,
+        ListSessionsParams,
+        PromptParams,
+        ResumeSessionV2Params,
+        SessionIdParams,
+        SessionSetupParams,
+        SetConfigOptionV2Params,
+    )
 
 __all__ = ["ERROR_STOP", "V2Connection"]
 
@@ -34,7 +43,7 @@ ERROR_STOP = "_error"  # the stop reason of a turn that failed (v2 stop reasons 
 
 
 class V2Connection:
-    """The ``Dialect`` of a v2 connection and the handlers of its methods (``v2.REQUESTS``)."""
+    """The ``Dialect`` of a v2 connection and the handlers of its methods (``v2.REQUESTS``, ``acp/methods.py``)."""
 
     def __init__(self, peer: AcpPeer) -> None:
         self.peer = peer
@@ -96,12 +105,16 @@ class V2Connection:
                 with anyio.CancelScope(shield=True), suppress(ConnectionClosedError):  # none left to tell
                     await self._tell_state(sid, "idle", reason)
 
-    async def prompt(self, server: AcpServer, params: Any) -> dict[str, Any]:
-        session, blocks = server.take_prompt(params)
-        message_id = new_id("msg_")
-        prompt = params["prompt"]
+    def _server(self) -> AcpServer:
+        assert self.server is not None  # set by the front before any method is forwarded
+        return self.server
 
-        accepted = {"sessionUpdate": "user_message", "messageId": message_id, "content": prompt}
+    async def prompt(self, p: PromptParams, request: RequestContext) -> dict[str, Any]:
+        server = self._server()
+        session, blocks = server.take_prompt(p)
+        message_id = new_id("msg_")
+
+        accepted = {"sessionUpdate": "user_message", "messageId": message_id, "content": p.prompt}
 
         async def turn() -> None:
             await self.update({"sessionId": session.id, "update": accepted})
@@ -110,33 +123,29 @@ class V2Connection:
         server.background(turn)  # starts after this answer is queued: the receipt comes first
         return {"_meta": {"messageId": message_id}}
 
-    async def cancel(self, server: AcpServer, params: Any) -> None:
-        await server.cancel(params)
+    async def cancel(self, p: SessionIdParams, request: RequestContext) -> None:
+        await self._server().cancel(p, request)
 
     # -- sessions ---------------------------------------------------------------------------------------------
 
-    async def new_session(self, server: AcpServer, params: Any) -> dict[str, Any]:
-        result = _setup_v2(await server.new_session(params))
+    async def new_session(self, p: SessionSetupParams, request: RequestContext) -> dict[str, Any]:
+        result = _setup_v2(await self._server().new_session(p, request))
         self._state[result["sessionId"]] = "idle"
         return result
 
-    async def resume_session(self, server: AcpServer, params: Any) -> dict[str, Any]:
+    async def resume_session(self, p: ResumeSessionV2Params, request: RequestContext) -> dict[str, Any]:
         from awaken_stdio.protocols.acp.v2.replay import replayed_from
 
-        if not isinstance(params, dict) or not isinstance(params.get("sessionId"), str):
-            raise JsonRpcError(INVALID_PARAMS, "Invalid params: sessionId is required")
-        cursor = params.get("replayFrom")
-        if cursor is not None and not (isinstance(cursor, dict) and isinstance(cursor.get("type"), str)):
-            raise JsonRpcError(INVALID_PARAMS, "Invalid params: replayFrom must be an object with a type, or null")
+        server = self._server()
         app = server.app
-        record = await app.sessions.load(params["sessionId"])
+        record = await app.sessions.load(p.session_id)
         if record is None:
-            sid = params["sessionId"]
+            sid = p.session_id
             raise JsonRpcError(RESOURCE_NOT_FOUND, f"Resource not found: session {sid}", {"sessionId": sid})
-        if cursor is not None:
-            for update in await replayed_from(app, record, cursor):
+        if p.replay_from is not None:
+            for update in await replayed_from(app, record, p.replay_from):
                 await self.update({"sessionId": record.session_id, "update": update})
-        result = _setup_v2(await server.resume_session(params))
+        result = _setup_v2(await server.resume_session(p, request))
         session = server.sessions[record.session_id]
         waiting = await app.sessions.runs(record, statuses=["waiting"], limit=1)
         self._state.pop(session.id, None)
@@ -147,29 +156,30 @@ class V2Connection:
             await self._tell_state(session.id, "idle")
         return result
 
-    async def list_sessions(self, server: AcpServer, params: Any) -> dict[str, Any]:
-        return await server.list_sessions(params)
+    async def list_sessions(self, p: ListSessionsParams, request: RequestContext) -> dict[str, Any]:
+        return await self._server().list_sessions(p, request)
 
-    async def close_session(self, server: AcpServer, params: Any) -> dict[str, Any]:
-        return await server.close_session(params)
+    async def close_session(self, p: SessionIdParams, request: RequestContext) -> dict[str, Any]:
+        return await self._server().close_session(p, request)
 
-    async def delete_session(self, server: AcpServer, params: Any) -> dict[str, Any]:
-        return await server.delete_session(params)
+    async def delete_session(self, p: SessionIdParams, request: RequestContext) -> dict[str, Any]:
+        return await self._server().delete_session(p, request)
 
-    async def set_config_option(self, server: AcpServer, params: Any) -> dict[str, Any]:
-        if isinstance(params, dict) and params.get("type") == "id":  # v2's tag of a select's value
-            params = {k: v for k, v in params.items() if k != "type"}
-        result = await server.set_config_option(params)
+    async def set_config_option(self, p: SetConfigOptionV2Params, request: RequestContext) -> dict[str, Any]:
+        from awaken_stdio.protocols.acp.wire import SetConfigOptionParams
+
+        v1 = SetConfigOptionParams(session_id=p.session_id, config_id=p.config_id, value=p.value)  # untagged
+        result = await self._server().set_config_option(v1, request)
         return {"configOptions": config_options_v2(result["configOptions"])}
 
     # -- auth -------------------------------------------------------------------------------------------------
 
-    async def login(self, server: AcpServer, params: Any) -> dict[str, Any]:
+    async def login(self, p: AuthenticateParams, request: RequestContext) -> dict[str, Any]:
         """v1's ``authenticate``: re-read the configuration and adopt a model set since start-up."""
-        await server.authenticate(params)
+        await self._server().authenticate(p, request)
         return {}
 
-    async def logout(self, server: AcpServer, params: Any) -> dict[str, Any]:
+    async def logout(self, params: dict[str, Any], request: RequestContext) -> dict[str, Any]:
         """Nothing to forget: the model's credentials are the configuration's and the environment's, never kept."""
         return {}
 
