@@ -155,7 +155,7 @@ async def test_a_decision_the_busy_holder_lets_go_of_is_run_by_its_decider() -> 
         plugins=[AskPermission()],
     )
     service = MailboxService(runtime, MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000))
-    waiting = await service.submit(RunActivation([Message.user("go")], thread_id="t"))
+    waiting = await service.submit(RunActivation(messages=[Message.user("go")], thread_id="t"))
     assert waiting.status == "waiting" and {t.tool_call_id for t in waiting.pending} == {"c1", "c2"}
     record = await service.waiting(waiting.run_id)
     elsewhere = [("perm_c1", ToolCallResume.approve())]
