@@ -86,7 +86,7 @@ class MailboxService:
             if c.dispatch_queued:
                 await self.sweep()
             tg.start_soon(self._every, c.renew_every_s, self.renew)
-            tg.start_soon(self._every, c.poll_every_s, self.poll, True)  # early when the mailbox is nudged
+            tg.start_soon(self._every, c.poll_every_s, self.poll, True)  # when nudged (``Wakeup.interval``)
             if c.dispatch_queued:
                 tg.start_soon(self._every, c.sweep_every_s, self.sweep)
                 tg.start_soon(self._every, c.gc_every_s, self.collect)
@@ -94,11 +94,12 @@ class MailboxService:
 
     async def _every(self, seconds: float, fn: Callable[[], Awaitable[Any]], nudged: bool = False) -> None:
         while True:
+            since = self.mailbox.wakeup.generation
             try:
                 await fn()
             except StoreError:
                 log.warning("mailbox: %s failed", fn.__name__, exc_info=True)
-            await (self.mailbox.wakeup.wait(seconds) if nudged else anyio.sleep(seconds))
+            await (self.mailbox.wakeup.wait(seconds, since) if nudged else anyio.sleep(seconds))
 
     async def renew(self) -> None:
         """Extend the lease of every held claim; a claim that was lost (interrupted, reclaimed) cancels its run."""
@@ -362,7 +363,7 @@ class MailboxService:
         mb, c = self.mailbox, self.config
         with anyio.move_on_after(c.decide_wait_s):
             while True:
-                now = now_ms()
+                now, since = now_ms(), mb.wakeup.generation
                 current = await mb.load_dispatch(row.dispatch_id)
                 if current is None or current.status != "queued":
                     if current is not None and current.claimed_for(self.consumer):
@@ -372,7 +373,7 @@ class MailboxService:
                         if record is not None and current.run_error:
                             raise await self.not_waiting(record, row.dispatch_id)
                     elif carried_out and current is not None:
-                        await mb.wakeup.wait(c.poll_every_s)
+                        await mb.wakeup.wait(c.poll_every_s, since)
                         continue
                     return None  # taken over by the holder (or already carried out by it)
                 holders = await mb.list_dispatches(row.thread_id, ["claimed"])
@@ -384,7 +385,7 @@ class MailboxService:
                 claimed = await mb.claim_dispatch(row.dispatch_id, self.consumer, c.lease_ms, now)
                 if claimed is not None:
                     return claimed
-                await mb.wakeup.wait(c.poll_every_s)
+                await mb.wakeup.wait(c.poll_every_s, since)
         return None
 
     async def _await_early(self, record: RunRecord, row: RunDispatch) -> None:
@@ -393,6 +394,7 @@ class MailboxService:
         ``decide_wait_s`` keeps the row, as in :meth:`_await_turn`."""
         with anyio.move_on_after(self.config.decide_wait_s):
             while True:
+                since = self.mailbox.wakeup.generation
                 current = await self.mailbox.load_dispatch(row.dispatch_id)
                 if current is None or current.status != "queued":
                     return  # taken over (or carried out)
@@ -404,7 +406,7 @@ class MailboxService:
                         assert latest is not None
                         raise await self.not_waiting(latest, row.dispatch_id)
                     return  # it still waits: the row stays queued for whoever holds the run next
-                await self.mailbox.wakeup.wait(self.config.poll_every_s)
+                await self.mailbox.wakeup.wait(self.config.poll_every_s, since)
 
     async def not_waiting(self, record: RunRecord, ours: str | None = None) -> InvalidResume:
         """Why a decision cannot apply: the run moved on, and who moved it (``verdicts.not_waiting``)."""
@@ -464,6 +466,7 @@ class MailboxService:
                     self.mailbox, held, result, ack=False
                 )  # the row shows the run waiting until taken over
                 held.waiting = True  # only now may the poller move the claim: the write above uses the old one
+                self.mailbox.wakeup.set()  # and it looks now: a decision may have come while the step finished
                 if held.early:  # decided before it waited: no need to ask anyone
                     await self._take_over(held, held.early.pop(0))
                 elif on_waiting is not None:
@@ -481,6 +484,8 @@ class MailboxService:
             with anyio.CancelScope(shield=True):
                 if self._held.get(d.thread_id) is held:
                     del self._held[d.thread_id]
+                if held.early:  # deciders here wait for it to take their rows: it let go instead
+                    self.mailbox.wakeup.set()
                 held.send.close()
                 held.receive.close()
                 if not held.settled and not held.lost:
