@@ -208,7 +208,8 @@ class PostgresStore(SqlStore):
                 return await migrate(tx, QUERIES, "postgres", where)
 
             store.schema_version = await store._write(migrate_locked)
-            await store._listen()
+            if not await store._listen():
+                store._listen_later()
         except BaseException:
             await store.aclose()
             raise
@@ -250,6 +251,9 @@ class PostgresStore(SqlStore):
             return
         log.warning("PostgreSQL at %s: lost the LISTEN connection; the mailbox is polled until it is back", self._where)
         self.mailbox.wakeup.push(False)
+        self._listen_later()
+
+    def _listen_later(self) -> None:
         self._relisten = asyncio.get_running_loop().create_task(self._listen_again())
 
     async def _listen_again(self) -> None:
