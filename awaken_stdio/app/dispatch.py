@@ -394,8 +394,7 @@ class MailboxService:
         ``decide_wait_s`` keeps the row, as in :meth:`_await_turn`."""
         with anyio.move_on_after(self.config.decide_wait_s):
             while True:
-                since = self.mailbox.wakeup.generation
-                current = await self.mailbox.load_dispatch(row.dispatch_id)
+                since, current = self.mailbox.wakeup.generation, await self.mailbox.load_dispatch(row.dispatch_id)
                 if current is None or current.status != "queued":
                     return  # taken over (or carried out)
                 held = self._held.get(record.thread_id)
@@ -462,9 +461,8 @@ class MailboxService:
         try:
             result = await self._execute(held, sink, foreground)
             while wait and result is not None and result.status == "waiting" and not held.lost:
-                await record_outcome(
-                    self.mailbox, held, result, ack=False
-                )  # the row shows the run waiting until taken over
+                # the row shows the run waiting until taken over
+                await record_outcome(self.mailbox, held, result, ack=False)
                 held.waiting = True  # only now may the poller move the claim: the write above uses the old one
                 self.mailbox.wakeup.set()  # and it looks now: a decision may have come while the step finished
                 if held.early:  # decided before it waited: no need to ask anyone
