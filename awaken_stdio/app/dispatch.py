@@ -85,7 +85,7 @@ class MailboxService:
             if c.dispatch_queued:
                 await self.sweep()
             tg.start_soon(self._every, c.renew_every_s, self.renew)
-            tg.start_soon(self._every, c.poll_every_s, self.poll, True)  # early when the mailbox is nudged
+            tg.start_soon(self._every, c.poll_every_s, self.poll, True)  # when nudged (``Wakeup.interval``)
             if c.dispatch_queued:
                 tg.start_soon(self._every, c.sweep_every_s, self.sweep)
                 tg.start_soon(self._every, c.gc_every_s, self.collect)
@@ -93,11 +93,12 @@ class MailboxService:
 
     async def _every(self, seconds: float, fn: Callable[[], Awaitable[Any]], nudged: bool = False) -> None:
         while True:
+            since = self.mailbox.wakeup.generation
             try:
                 await fn()
             except StoreError:
                 log.warning("mailbox: %s failed", fn.__name__, exc_info=True)
-            await (self.mailbox.wakeup.wait(seconds) if nudged else anyio.sleep(seconds))
+            await (self.mailbox.wakeup.wait(seconds, since) if nudged else anyio.sleep(seconds))
 
     async def renew(self) -> None:
         """Extend the lease of every held claim; a claim that was lost (interrupted, reclaimed) cancels its run."""
@@ -366,7 +367,7 @@ class MailboxService:
         mb, c = self.mailbox, self.config
         with anyio.move_on_after(c.decide_wait_s):
             while True:
-                now = now_ms()
+                now, since = now_ms(), mb.wakeup.generation
                 current = await mb.load_dispatch(row.dispatch_id)
                 if current is None or current.status != "queued":
                     if current is not None and current.claimed_for(self.consumer):
@@ -376,7 +377,7 @@ class MailboxService:
                         if record is not None and current.run_error:
                             raise await self.not_waiting(record, row.dispatch_id)
                     elif carried_out and current is not None:
-                        await mb.wakeup.wait(c.poll_every_s)
+                        await mb.wakeup.wait(c.poll_every_s, since)
                         continue
                     return None  # taken over by the holder (or already carried out by it)
                 holders = await mb.list_dispatches(row.thread_id, ["claimed"])
@@ -388,7 +389,7 @@ class MailboxService:
                 claimed = await mb.claim_dispatch(row.dispatch_id, self.consumer, c.lease_ms, now)
                 if claimed is not None:
                     return claimed
-                await mb.wakeup.wait(c.poll_every_s)
+                await mb.wakeup.wait(c.poll_every_s, since)
         return None
 
     async def _hand_over(self, held: Held, record: RunRecord, row: RunDispatch) -> bool:
@@ -407,7 +408,7 @@ class MailboxService:
         go of the run still waiting. A holder busy past ``decide_wait_s`` keeps the row, as in :meth:`_await_turn`."""
         with anyio.move_on_after(self.config.decide_wait_s):
             while True:
-                current = await self.mailbox.load_dispatch(row.dispatch_id)
+                since, current = self.mailbox.wakeup.generation, await self.mailbox.load_dispatch(row.dispatch_id)
                 if current is None or current.status != "queued":
                     return True  # taken over (or carried out)
                 held = self._held.get(record.thread_id)
@@ -418,7 +419,7 @@ class MailboxService:
                         assert latest is not None
                         raise await self.not_waiting(latest, row.dispatch_id)
                     return False  # it still waits: the row is ours to claim
-                await self.mailbox.wakeup.wait(self.config.poll_every_s)
+                await self.mailbox.wakeup.wait(self.config.poll_every_s, since)
         return True
 
     async def not_waiting(self, record: RunRecord, ours: str | None = None) -> InvalidResume:
@@ -478,10 +479,10 @@ class MailboxService:
         try:
             result = await self._execute(held, sink, foreground)
             while wait and result is not None and result.status == "waiting" and not held.lost:
-                await record_outcome(
-                    self.mailbox, held, result, ack=False
-                )  # the row shows the run waiting until taken over
+                # the row shows the run waiting until taken over
+                await record_outcome(self.mailbox, held, result, ack=False)
                 held.waiting = True  # only now may the poller move the claim: the write above uses the old one
+                self.mailbox.wakeup.set()  # and it looks now: a decision may have come while the step finished
                 if held.early:  # decided before it waited: no need to ask anyone
                     await self._take_over(held, held.early.pop(0))
                 elif on_waiting is not None:
@@ -499,6 +500,8 @@ class MailboxService:
             with anyio.CancelScope(shield=True):
                 if self._held.get(d.thread_id) is held:
                     del self._held[d.thread_id]
+                if held.early:  # deciders here wait for it to take their rows: it let go instead
+                    self.mailbox.wakeup.set()
                 held.send.close()
                 held.receive.close()
                 held.let_go()

@@ -140,21 +140,13 @@ class SqlStore(BaseStore, Store):
 
     q: Queries
     dialect: Literal["sqlite", "postgres"]
+    # run inside a write that made work for pollers (``_tx.Transactions.notify``); SQLite has no one to tell: the
+    # other processes' pollers find it at their next tick
+    notify: str | None = None
 
     @cached_property
     def mailbox(self) -> MailboxStore:  # pyright: ignore[reportIncompatibleMethodOverride]  # read-only, as declared
         return SqlMailbox(self, self.dialect)
-
-    async def nudge(self) -> None:
-        """The mailbox changed in a way another holder may act on: wake this process's pollers, and tell the other
-        processes on this database (``announce``)."""
-        self.mailbox.wakeup.set()
-        await self.announce()
-
-    async def announce(self) -> None:
-        """Tell the other processes on this database that the mailbox changed (SQLite: nothing to tell them with;
-        their pollers find it at their next tick)."""
-        return None
 
     async def _write(self, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
         """Run ``fn`` in one write transaction, retried as a whole on transient contention."""
@@ -210,7 +202,7 @@ class SqlStore(BaseStore, Store):
         held, known, last = self._held(thread_id)
 
         async def both(tx: Tx) -> tuple[RunDispatch | Refused | None, _Read | None]:
-            row = await claim(table_in(tx, self.dialect))
+            row = await claim(table_in(tx, self.dialect, self.notify))
             mine = isinstance(row, RunDispatch) and row.claimed_for(consumer)
             return row, await self._read_thread(tx, thread_id, known, last, True) if mine else None
 
@@ -218,7 +210,7 @@ class SqlStore(BaseStore, Store):
         if isinstance(row, Refused):
             raise row.error
         if row is not None and row.status == "queued":
-            await self.nudge()  # a decision for the thread's holder, wherever it runs
+            self.mailbox.wakeup.set()  # for the thread's holder, here too (the claim's ``wake`` told the others)
         return row, await self._thread_read(thread_id, held, known, read) if read is not None else None
 
     async def _load(self, thread_id: str, effects: bool) -> ThreadForRun:
@@ -301,7 +293,7 @@ class SqlStore(BaseStore, Store):
         rows = [(cp.thread_id, first + i, m.id, m.run_id, dumps(message_to_json(m))) for i, m in enumerate(cp.messages)]
         answered = answered_calls(cp)
 
-        async def write(tx: Tx) -> None:
+        async def write(tx: Tx) -> bool:
             now = now_ms()
             if cp.fence is not None and (refused := await check_fence(table_in(tx, self.dialect), cp.fence, now)):
                 raise refused.error  # a holder that lost its claim writes nothing
@@ -327,10 +319,10 @@ class SqlStore(BaseStore, Store):
                 table = table_in(tx, self.dialect)
                 for mark in cp.marks:
                     await table.effect_put(mark)
-            if cp.settle is not None:
-                await settle_in(tx, self.dialect, cp.settle, cp.run, now)
+            return cp.settle is not None and await settle_in(tx, self.dialect, cp.settle, cp.run, now, self.notify)
 
-        await self._write(write)
+        if await self._write(write):
+            self.mailbox.wakeup.set()  # the settle released the thread to someone waiting, here too
         held = self._threads.get(cp.thread_id)
         if held is not None and len(held) == first:
             held.extend(cp.messages)

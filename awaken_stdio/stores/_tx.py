@@ -28,12 +28,13 @@ class Tx(Protocol):
 
 class Transactions(Protocol):
     """A SQL store as its mailbox uses it (``SqlStore``): one transaction to read or write in, an urgent write ahead
-    of the queued ones (lease renewals), and a nudge for the pollers after a write another holder may act on."""
+    of the queued ones (lease renewals), and the statement that tells the other processes on the database, inside
+    a write's transaction, that it made work their pollers act on (``None``: nobody to tell, SQLite)."""
+
+    notify: str | None
 
     async def _write(self, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T: ...
 
     async def _write_urgent(self, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T: ...
 
     async def _read(self, fn: Callable[[Tx], Coroutine[Any, Any, T]], *, snapshot: bool = False) -> T: ...
-
-    async def nudge(self) -> None: ...

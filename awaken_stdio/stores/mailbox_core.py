@@ -55,6 +55,12 @@ class MailboxTable(Protocol):
         """Create the thread's epoch row if missing, lock it until the transaction ends; its epoch."""
         ...
 
+    async def try_lock_thread(self, thread_id: str) -> int | None:
+        """``lock_thread`` for a worker's claim, ``None`` (and nothing locked) where another transaction holds the
+        lock: a worker skips a thread another is claiming (PostgreSQL's ``SKIP LOCKED``) instead of queueing behind
+        it; that one's change wakes the pollers if it leaves work. Elsewhere the lock is simply taken."""
+        return await self.lock_thread(thread_id)
+
     async def lock_thread_of(self, dispatch_id: str) -> int | None:
         """``lock_thread`` for the dispatch's thread in one step (its thread id never changes); ``None`` when
         there is no such dispatch."""
@@ -97,6 +103,14 @@ class MailboxTable(Protocol):
     async def effects_open(self, thread_id: str) -> list[EffectRecord]: ...
 
     async def effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None: ...
+
+    async def wake(self) -> None:
+        """This transaction made work a poller acts on: every process sharing the store is to look once it commits
+        (PostgreSQL NOTIFYs inside it, so only a committed change is told, and told even if this process dies
+        next). Sets ``woken``, which each transaction starts without."""
+        ...
+
+    woken: bool
 
 
 Op = Callable[[MailboxTable], Coroutine[Any, Any, T]]
@@ -141,6 +155,15 @@ async def _put(t: MailboxTable, d: RunDispatch) -> RunDispatch:
     return d
 
 
+async def _released(t: MailboxTable, d: RunDispatch) -> None:
+    """``d`` no longer holds its thread (acked, requeued, dead-lettered, superseded): pollers act only when rows are
+    queued on the thread (a worker or a waiting decider may claim it now; a requeued ``d`` is one) or when ``d`` was
+    a cancel (its decider waits to hear it carried out). Any other release, the approval's own ack among them, is
+    nobody's business: no wake-up, no poll."""
+    if d.status != "claimed" and (d.request.kind == "cancel" or await t.thread_rows(d.thread_id, ("queued",), 1)):
+        await t.wake()
+
+
 def _run_result(
     d: RunDispatch,
     run_status: str,
@@ -169,6 +192,7 @@ async def settle_with(t: MailboxTable, settle: DispatchSettle, run: RunRecord, n
     termination = TerminationReason.suspended() if waiting else run.termination
     _run_result(d, "waiting" if waiting else "done", termination, run.response, None, now, ack)
     await _put(t, d)
+    await _released(t, d)
     settle.settled, settle.acked = True, ack
 
 
@@ -224,6 +248,8 @@ def enqueue_and_claim_op(
                 row.dispatch_instance_id, row.run_status = consumer, "running"
         row.validate()
         await t.insert(row)
+        if row.status == "queued":
+            await t.wake()  # a decision or cancel for the thread's holder, or work for a worker
         return row
 
     return op
@@ -240,14 +266,6 @@ class MailboxBase(MailboxStore):
             self._wakeup = Wakeup()
         return self._wakeup
 
-    async def _nudge(self) -> None:
-        """After a write another holder may act on: wake the pollers (a backend shared by processes tells them)."""
-        self.wakeup.set()
-
-    async def _nudged(self, result: T) -> T:
-        await self._nudge()
-        return result
-
     async def _write(self, fn: Op[T]) -> T:
         raise NotImplementedError
 
@@ -259,8 +277,25 @@ class MailboxBase(MailboxStore):
         lapse behind a burst of checkpoints); the same checks, only sooner."""
         return await self._write(fn)
 
+    async def _acting(self, fn: Op[T]) -> T:
+        """``_write`` of ``fn``, then, if it made work a poller acts on (``MailboxTable.wake``), a nudge for this
+        process's pollers: only after the commit, so that none looks before the change is there to find."""
+        woken = False
+
+        async def op(t: MailboxTable) -> T:
+            nonlocal woken
+            t.woken = False
+            result = await fn(t)
+            woken = t.woken
+            return result
+
+        result = await self._write(op)
+        if woken:
+            self.wakeup.set()
+        return result
+
     async def _change(self, fn: Op[T | Refused]) -> T:
-        result = await self._write(fn)
+        result = await self._acting(fn)
         if isinstance(result, Refused):
             raise result.error
         return result
@@ -275,19 +310,19 @@ class MailboxBase(MailboxStore):
     async def enqueue_and_claim(
         self, dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, *, queue_if_busy: bool = True
     ) -> RunDispatch | None:
-        row = await self._change(enqueue_and_claim_op(dispatch, consumer, lease_ms, now, queue_if_busy))
-        if row is not None and row.status == "queued":
-            await self._nudge()  # a decision (or work) for whoever holds the thread
-        return row
+        return await self._change(enqueue_and_claim_op(dispatch, consumer, lease_ms, now, queue_if_busy))
 
     async def claim(self, thread_id: str, consumer: str, lease_ms: int, now: int, limit: int = 1) -> list[RunDispatch]:
         async def op(t: MailboxTable) -> list[RunDispatch]:
-            epoch = await t.lock_thread(thread_id)
+            epoch = await t.try_lock_thread(thread_id)
+            if epoch is None:
+                return []
             rows = await t.thread_rows(thread_id, ACTIVE)
             for r in rows:
                 if r.status == "queued" and r.dispatch_epoch < epoch:
                     _finish(r, "superseded", now, STALE)
                     await _put(t, r)
+                    await t.wake()  # its decider waits to hear
             if any(r.status == "claimed" for r in rows):
                 return []
             ready = [r for r in rows if r.status == "queued" and r.available_at <= now][:limit]
@@ -325,6 +360,7 @@ class MailboxBase(MailboxStore):
             dst = await t.get(to_id)
             if dst is None or dst.status != "queued" or dst.thread_id != src.thread_id:
                 return None
+            await t.wake()  # the decider of ``dst`` waits for it to be taken over (or refused), in any process
             if dst.dispatch_epoch < src.dispatch_epoch:
                 _finish(dst, "superseded", now, STALE)
                 await _put(t, dst)
@@ -338,7 +374,7 @@ class MailboxBase(MailboxStore):
             dst.dispatch_instance_id, dst.run_status = consumer, "running"
             return await _put(t, dst)
 
-        return await self._nudged(await self._change(op))
+        return await self._change(op)
 
     async def _settle(
         self, dispatch_id: str, token: str, now: int, change: Callable[[RunDispatch], None]
@@ -348,9 +384,11 @@ class MailboxBase(MailboxStore):
             if isinstance(d, Refused):
                 return d
             change(d)
-            return await _put(t, d)
+            await _put(t, d)
+            await _released(t, d)
+            return d
 
-        return await self._nudged(await self._change(op))
+        return await self._change(op)
 
     async def ack(self, dispatch_id: str, claim_token: str, now: int) -> RunDispatch:
         return await self._settle(dispatch_id, claim_token, now, lambda d: _finish(d, "acked", now))
@@ -393,9 +431,10 @@ class MailboxBase(MailboxStore):
             if d is None or d.status != "queued":
                 return None
             _finish(d, "cancelled", now)
+            await t.wake()  # its decider waits to hear
             return await _put(t, d)
 
-        return await self._nudged(await self._change(op))
+        return await self._change(op)
 
     async def extend_lease(self, dispatch_id: str, claim_token: str, extension_ms: int, now: int) -> bool:
         async def op(t: MailboxTable) -> bool:
@@ -420,9 +459,10 @@ class MailboxBase(MailboxStore):
                 elif r.dispatch_epoch < epoch:
                     _finish(r, "superseded", now, INTERRUPTED)
                     superseded.append(await _put(t, r))
+                    await t.wake()  # its decider waits to hear
             return InterruptResult(epoch, active, superseded)
 
-        return await self._nudged(await self._write(op))
+        return await self._acting(op)
 
     async def current_dispatch_epoch(self, thread_id: str) -> int:
         return await self._read(lambda t: t.epoch(thread_id))
@@ -433,9 +473,11 @@ class MailboxBase(MailboxStore):
             if d is None or d.status != "claimed":
                 return None
             _finish(d, "superseded", now, reason)
-            return await _put(t, d)
+            await _put(t, d)
+            await _released(t, d)
+            return d
 
-        return await self._nudged(await self._write(op))
+        return await self._acting(op)
 
     async def load_dispatch(self, dispatch_id: str) -> RunDispatch | None:
         return await self._read(lambda t: t.get(dispatch_id))
@@ -471,9 +513,10 @@ class MailboxBase(MailboxStore):
                     continue
                 _requeue(d, now, now, "lease expired")
                 out.append(await _put(t, d))
+                await _released(t, d)
             return out
 
-        return await self._write(op)
+        return await self._acting(op)
 
     async def purge_terminal(self, older_than: int) -> int:
         return await self._write(lambda t: t.purge(older_than))

@@ -46,6 +46,10 @@ class MailboxTables(MailboxTable):
         self.effects: dict[tuple[str, str], EffectRecord] = {}
         self.open_effects: dict[str, set[str]] = {}  # thread -> calls with an open entry: no full scans
         self.dirty = False
+        self.woken = False
+
+    async def wake(self) -> None:
+        self.woken = True  # one process: its own pollers are every poller there is
 
     def _all(self) -> list[RunDispatch]:
         return [d for rows in self.rows.values() for d in rows.values()]

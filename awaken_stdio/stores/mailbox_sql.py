@@ -62,6 +62,8 @@ LOCK_THREAD_OF = """
     ON CONFLICT (thread_id) DO UPDATE SET current_epoch = thread_dispatch_epochs.current_epoch
     RETURNING current_epoch"""
 EPOCH = "SELECT current_epoch FROM thread_dispatch_epochs WHERE thread_id = ?"
+# PostgreSQL only; a thread with rows to claim has its epoch row (``enqueue_and_claim_op`` makes it)
+TRY_LOCK_THREAD = f"{EPOCH} FOR UPDATE SKIP LOCKED"
 SET_EPOCH = "UPDATE thread_dispatch_epochs SET current_epoch = ? WHERE thread_id = ?"
 GET = f"SELECT {COLUMNS} FROM run_dispatches WHERE dispatch_id = ?"
 INSERT = f"INSERT INTO run_dispatches ({COLUMNS}) VALUES ({_marks(23)})"
@@ -189,11 +191,19 @@ def _effect(r: Sequence[Any]) -> EffectRecord:
 
 
 class _SqlTable(MailboxTable):
-    __slots__ = ("_sql", "_tx")
+    __slots__ = ("_notify", "_pg", "_sql", "_tx", "woken")
 
-    def __init__(self, tx: Tx, dialect: Dialect) -> None:
+    def __init__(self, tx: Tx, dialect: Dialect, notify: str | None = None) -> None:
         self._tx = tx
-        self._sql = _numbered if dialect == "postgres" else str
+        self._pg = dialect == "postgres"
+        self._sql = _numbered if self._pg else str
+        self._notify = notify
+        self.woken = False
+
+    async def wake(self) -> None:
+        if not self.woken and self._notify is not None:
+            await self._tx.execute(self._notify)  # PostgreSQL delivers it at the commit, and only then
+        self.woken = True
 
     async def _all(self, sql: str, *args: Any) -> list[Sequence[Any]]:
         return await self._tx.fetchall(self._sql(sql), *args)
@@ -208,6 +218,12 @@ class _SqlTable(MailboxTable):
         row = await self._one(LOCK_THREAD, thread_id)
         assert row is not None
         return int(row[0])
+
+    async def try_lock_thread(self, thread_id: str) -> int | None:
+        if not self._pg:  # SQLite's writers take turns for the whole transaction: there is no row lock to skip
+            return await self.lock_thread(thread_id)
+        row = await self._one(TRY_LOCK_THREAD, thread_id)
+        return int(row[0]) if row is not None else None
 
     async def lock_thread_of(self, dispatch_id: str) -> int | None:
         row = await self._one(LOCK_THREAD_OF, dispatch_id)
@@ -281,26 +297,29 @@ class SqlMailbox(MailboxBase):
         self._dialect: Dialect = dialect
 
     async def _write(self, fn: Op[T]) -> T:
-        return await self._store._write(lambda tx: fn(_SqlTable(tx, self._dialect)))
+        return await self._store._write(lambda tx: fn(_SqlTable(tx, self._dialect, self._store.notify)))
 
     async def _read(self, fn: Op[T]) -> T:
         return await self._store._read(lambda tx: fn(_SqlTable(tx, self._dialect)))
 
     async def _write_urgent(self, fn: Op[T]) -> T:
-        return await self._store._write_urgent(lambda tx: fn(_SqlTable(tx, self._dialect)))
-
-    async def _nudge(self) -> None:
-        await self._store.nudge()
+        return await self._store._write_urgent(lambda tx: fn(_SqlTable(tx, self._dialect)))  # renewals wake nobody
 
 
-def table_in(tx: Tx, dialect: Dialect) -> MailboxTable:
-    """The mailbox's rows inside the caller's transaction (a claim that loads the thread it claims, in one)."""
-    return _SqlTable(tx, dialect)
+def table_in(tx: Tx, dialect: Dialect, notify: str | None = None) -> MailboxTable:
+    """The mailbox's rows inside the caller's transaction (a claim that loads the thread it claims, in one);
+    ``notify``: the store's ``Transactions.notify``, where the caller's writes may ``wake`` pollers."""
+    return _SqlTable(tx, dialect, notify)
 
 
-async def settle_in(tx: Tx, dialect: Dialect, settle: DispatchSettle, run: RunRecord, now: int) -> None:
-    """``settle_with`` on this store's rows, inside the caller's transaction (a checkpoint's)."""
-    await settle_with(_SqlTable(tx, dialect), settle, run, now)
+async def settle_in(
+    tx: Tx, dialect: Dialect, settle: DispatchSettle, run: RunRecord, now: int, notify: str | None
+) -> bool:
+    """``settle_with`` on this store's rows, inside the caller's transaction (a checkpoint's); True when it made
+    work for pollers (``MailboxTable.wake``), for the caller to nudge this process's once it commits."""
+    table = _SqlTable(tx, dialect, notify)
+    await settle_with(table, settle, run, now)
+    return table.woken
 
 
 async def open_effects_in(tx: Tx, dialect: Dialect, thread_id: str) -> list[EffectRecord]:

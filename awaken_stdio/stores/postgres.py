@@ -14,6 +14,8 @@ refused as "not an awaken-stdio database"): give it a database of its own, or a 
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -22,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg  # pyright: ignore[reportMissingTypeStubs]  # asyncpg ships no type information
 
 from awaken_stdio.contract.errors import StoreError, StoreUnavailable
+from awaken_stdio.contract.ids import new_id
 from awaken_stdio.stores._sql import THREAD_COLUMNS, Queries, SqlStore, Tx
 from awaken_stdio.stores.migrations import migrate
 from awaken_stdio.stores.retry import RetryPolicy, retrying
@@ -32,7 +35,9 @@ T = TypeVar("T")
 RETRY = RetryPolicy(attempts=8)
 POOL_MAX_SIZE = 10
 CONNECT_TIMEOUT_S = 10.0
-MAILBOX_CHANNEL = "awaken_mailbox"  # NOTIFY after a mailbox write another process may act on
+MAILBOX_CHANNEL = "awaken_mailbox"  # NOTIFY in a mailbox write that made work another process's pollers act on
+# A lost LISTEN connection is retried after these pauses (the last one repeats); meanwhile the pollers poll.
+RELISTEN_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 log = logging.getLogger(__name__)
 MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(7241955873)"  # any constant shared by every awaken-stdio
 
@@ -184,6 +189,9 @@ class PostgresStore(SqlStore):
         self._where = redact(url)
         self._pool = pool
         self._listener: asyncpg.Connection | None = None  # LISTENs for the other processes' mailbox changes
+        self._relisten: asyncio.Task[None] | None = None
+        self._origin = new_id()  # its own NOTIFYs' payload: what this process wrote, it has already been told
+        self.notify = f"NOTIFY {MAILBOX_CHANNEL}, '{self._origin}'"
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:
@@ -200,42 +208,59 @@ class PostgresStore(SqlStore):
                 return await migrate(tx, QUERIES, "postgres", where)
 
             store.schema_version = await store._write(migrate_locked)
-            await store._listen()
+            if not await store._listen():
+                store._listen_later()
         except BaseException:
             await store.aclose()
             raise
         return store
 
     async def _close(self) -> None:
+        if self._relisten is not None:
+            self._relisten.cancel()
         if self._listener is not None:
             await self._listener.close()
         await self._pool.close()
 
-    async def _listen(self) -> None:
-        """One connection of its own LISTENs on the mailbox channel: another process's decision, claim or settle
-        wakes this one's pollers at once. A listener that cannot connect leaves them polling, as before."""
+    async def _listen(self) -> bool:
+        """One connection of its own LISTENs on the mailbox channel: another process's decision, cancel or released
+        claim wakes this one's pollers at once, and while it is up they wait for nothing else (``Wakeup.pushed``).
+        One that cannot connect, or is lost, leaves them polling (:meth:`_lost`)."""
+        listener = None
         try:
             listener = await asyncpg.connect(self.url, timeout=int(CONNECT_TIMEOUT_S))
-        except _DRIVER_ERRORS as exc:
-            log.warning("PostgreSQL at %s: cannot LISTEN (%s); the mailbox is polled only", self._where, exc)
-            return
-        try:
             await listener.add_listener(MAILBOX_CHANNEL, self._heard)
         except _DRIVER_ERRORS as exc:
-            await listener.close()
-            log.warning("PostgreSQL at %s: cannot LISTEN (%s); the mailbox is polled only", self._where, exc)
-            return
+            if listener is not None:
+                await listener.close()
+            log.warning("PostgreSQL at %s: cannot LISTEN (%s); the mailbox is polled", self._where, exc)
+            return False
+        listener.add_termination_listener(self._lost)
         self._listener = listener
+        self.mailbox.wakeup.push(True)  # and a look: what was announced while nobody listened
+        return True
 
-    def _heard(self, *_: object) -> None:
-        self.mailbox.wakeup.set()
+    def _heard(self, _conn: object, _pid: int, _channel: str, origin: str) -> None:
+        if origin != self._origin:
+            self.mailbox.wakeup.set()
 
-    async def announce(self) -> None:
-        async def attempt() -> None:
-            async with self._pool.acquire() as conn:
-                await conn.execute(f"NOTIFY {MAILBOX_CHANNEL}")
+    def _lost(self, _conn: object) -> None:
+        """The LISTEN connection closed under us: poll until it is back (each retry per :data:`RELISTEN_S`)."""
+        self._listener = None
+        if self._closed:
+            return
+        log.warning("PostgreSQL at %s: lost the LISTEN connection; the mailbox is polled until it is back", self._where)
+        self.mailbox.wakeup.push(False)
+        self._listen_later()
 
-        await self._guarded(attempt)
+    def _listen_later(self) -> None:
+        self._relisten = asyncio.get_running_loop().create_task(self._listen_again())
+
+    async def _listen_again(self) -> None:
+        for attempt in itertools.count():
+            await asyncio.sleep(RELISTEN_S[min(attempt, len(RELISTEN_S) - 1)])
+            if self._closed or await self._listen():
+                return
 
     async def _guarded(self, op: Callable[[], Awaitable[T]]) -> T:
         try:
