@@ -59,7 +59,7 @@ async def hold(app: App, tg: anyio.abc.TaskGroup) -> str:
             run_ids.append(event.run_id)
             waiting.set()
 
-    activation = RunActivation([Message.user("append hello")], thread_id="t", wait_for_decisions=True)
+    activation = RunActivation(messages=[Message.user("append hello")], thread_id="t", wait_for_decisions=True)
     tg.start_soon(app.run, activation, on_event)
     with anyio.fail_after(30):
         await waiting.wait()
