@@ -400,9 +400,9 @@ class MailboxService:
             return await self._take_over(held, row.dispatch_id)
         # the run is still finishing its step: taken over as soon as it waits, not at the next poll
         held.early.append(row.dispatch_id)
-        return await self._await_early(record, row)
+        return await self._await_early(held, record, row)
 
-    async def _await_early(self, record: RunRecord, row: RunDispatch) -> bool:
+    async def _await_early(self, held: Held, record: RunRecord, row: RunDispatch) -> bool:
         """Our row waits for the busy holder in this process: True once the holder took it over; refused (naming
         the decision that won) when the holder's run ended without it, the row then cancelled; False when it let
         go of the run still waiting. A holder busy past ``decide_wait_s`` keeps the row, as in :meth:`_await_turn`."""
@@ -411,8 +411,8 @@ class MailboxService:
                 since, current = self.mailbox.wakeup.generation, await self.mailbox.load_dispatch(row.dispatch_id)
                 if current is None or current.status != "queued":
                     return True  # taken over (or carried out)
-                held = self._held.get(record.thread_id)
-                if held is None or row.dispatch_id not in held.early:  # the holder let go without taking it
+                # the holder let go without taking it (while it holds on, a row no longer in ``early`` is being taken)
+                if self._held.get(record.thread_id) is not held:
                     latest = await self.runtime.store.load_run(record.run_id)
                     moved_on = latest is not None and latest.status != "waiting"
                     if moved_on and await self.mailbox.cancel(row.dispatch_id, now_ms()) is not None:
