@@ -43,7 +43,7 @@ SCRIPT = {"turns": [{"tool_calls": [{"name": "guarded", "arguments": {"n": 1}, "
 
 
 class Guarded(Tool):
-    descriptor = ToolDescriptor("guarded", "A tool that needs approval.")
+    descriptor = ToolDescriptor(name="guarded", description="A tool that needs approval.")
 
     async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> Any:
         return "ok"
@@ -61,13 +61,23 @@ class Ask(Plugin):
         if ctx.resume_input is not None:
             return None
         call_id = ctx.tool_call_id or ""
-        suspension = Suspension(f"perm_{call_id}", "tool:PermissionConfirm", "Permission required", ctx.tool_args)
-        return Suspend(SuspendTicket(suspension, PendingToolCall(f"perm_{call_id}", "permission_confirm", None)))
+        suspension = Suspension(
+            id=f"perm_{call_id}",
+            action="tool:PermissionConfirm",
+            message="Permission required",
+            parameters=ctx.tool_args,
+        )
+        return Suspend(
+            SuspendTicket(
+                suspension=suspension,
+                pending=PendingToolCall(id=f"perm_{call_id}", name="permission_confirm", arguments=None),
+            )
+        )
 
 
 def runtime_on(store: Store) -> AgentRuntime:
     runtime = AgentRuntime(tools=[Guarded()], plugins=[Ask()], store=store)
-    runtime.add_agent(AgentSpec("default", model="m", plugins=["bench_ask"])).add_model("m", ScriptedModel(SCRIPT))
+    runtime.add_agent(AgentSpec(id="default", model="m", plugins=["bench_ask"])).add_model("m", ScriptedModel(SCRIPT))
     return runtime
 
 
@@ -119,7 +129,12 @@ async def crash_with_waiting_runs(url: str) -> list[str]:
             thread = f"wait-{i}"
             result = await runtime.run(RunActivation([Message.user("go")], thread_id=thread))
             run_ids.append(result.run_id)
-            held = RunDispatch(new_id(), thread, result.run_id, DispatchRequest("run", sender=owner))
+            held = RunDispatch(
+                dispatch_id=new_id(),
+                thread_id=thread,
+                run_id=result.run_id,
+                request=DispatchRequest(kind="run", sender=owner),
+            )
             await store.mailbox.enqueue_and_claim(held, owner, 600_000, now_ms())
         return run_ids
 

@@ -198,7 +198,7 @@ class App:
             _DIRECT,
             _DIRECT,
             _DIRECT,
-            Snapshot(0),
+            Snapshot(revision=0),
             cwd=self.settings.cwd,
             cancel=cancel or CancelToken(),
             services=services or {},
@@ -248,7 +248,7 @@ class App:
             run.thread_id,
             run.run_id,
             run.agent_id,
-            Snapshot(0),
+            Snapshot(revision=0),
             cwd=context.get("cwd"),
             services=context.get("services") or {},
         )
@@ -304,7 +304,7 @@ class _Unavailable(Tool):
     "tool not found"."""
 
     def __init__(self, name: str, why: str) -> None:
-        self.descriptor = ToolDescriptor(name, why)
+        self.descriptor = ToolDescriptor(name=name, description=why)
         self.why = why
 
     async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> ToolResult:

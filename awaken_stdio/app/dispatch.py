@@ -163,14 +163,14 @@ class MailboxService:
             activation = replace(activation, run_id=run_id, run_id_is_new=True)
         activation = replace(activation, thread_id=thread_id)
         request = DispatchRequest(
-            "run",
-            activation.agent_id,
-            tuple(activation.messages),
-            tuple(activation.decisions),
-            activation.origin,
-            activation.session_id,
-            activation.cwd,
-            self.consumer,
+            kind="run",
+            agent_id=activation.agent_id,
+            messages=tuple(activation.messages),
+            decisions=tuple(activation.decisions),
+            origin=activation.origin,
+            session_id=activation.session_id,
+            cwd=activation.cwd,
+            sender=self.consumer,
         )
         while True:
             row = loaded = None
@@ -276,10 +276,10 @@ class MailboxService:
     def _new(self, thread_id: str, run_id: str, request: DispatchRequest, priority: int) -> RunDispatch:
         now = now_ms()
         return RunDispatch(
-            new_id(),
-            thread_id,
-            run_id,
-            request,
+            dispatch_id=new_id(),
+            thread_id=thread_id,
+            run_id=run_id,
+            request=request,
             priority=priority,
             max_attempts=self.config.max_attempts,
             available_at=now,
@@ -289,7 +289,14 @@ class MailboxService:
 
     def _request(self, kind: DispatchKind, record: RunRecord, decisions: Decisions, origin: str) -> DispatchRequest:
         return DispatchRequest(
-            kind, record.agent_id, (), tuple(decisions), origin, record.session_id, None, self.consumer
+            kind=kind,
+            agent_id=record.agent_id,
+            messages=(),
+            decisions=tuple(decisions),
+            origin=origin,
+            session_id=record.session_id,
+            cwd=None,
+            sender=self.consumer,
         )
 
     async def waiting(self, run_id: str) -> RunRecord:
@@ -499,7 +506,7 @@ class MailboxService:
             held.settled = True  # superseded by an interrupt: never run it
             return None
         waits = held.activation is not None and held.activation.wait_for_decisions  # the row stays claimed then
-        held.settle = DispatchSettle(d.dispatch_id, held.token, ack_if_waiting=not waits)
+        held.settle = DispatchSettle(dispatch_id=d.dispatch_id, claim_token=held.token, ack_if_waiting=not waits)
         try:
             # Only the first execution starts from what its claim read (the thread, the run record): a later one, on
             # a decision taken over while the run waits, reads them as they are then (a handoff may have moved on).

@@ -164,7 +164,7 @@ class View:
     def diff(self, diff: dict[str, Any]) -> None:
         """A file change as a coloured unified diff (at most :data:`_DIFF_LINES` lines)."""
         old, new = diff.get("oldText"), diff.get("newText") or ""
-        lines = FileChange(diff.get("path", ""), old, new).unified(str(self.cwd))
+        lines = FileChange(path=diff.get("path", ""), old_text=old, new_text=new).unified(str(self.cwd))
         self.console.print(
             Syntax("\n".join(lines[:_DIFF_LINES]), "diff", theme=_CODE_THEME, background_color="default")
         )

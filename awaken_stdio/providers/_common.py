@@ -99,15 +99,17 @@ def content_parts(content: tuple[ContentBlock, ...], *, images: bool) -> list[Te
             case ImageBlock() if images:
                 parts.append(block)
             case ImageBlock():
-                parts.append(TextBlock(f"[image {block.uri or block.mime_type} omitted: this model takes no images]"))
+                parts.append(
+                    TextBlock(text=f"[image {block.uri or block.mime_type} omitted: this model takes no images]")
+                )
             case ResourceBlock(uri=uri, text=str(text)):
-                parts.append(TextBlock(f'<resource uri="{uri}">\n{text}\n</resource>'))
+                parts.append(TextBlock(text=f'<resource uri="{uri}">\n{text}\n</resource>'))
             case ResourceBlock(uri=uri, mime_type=mime):
-                parts.append(TextBlock(f"[binary resource {uri} ({mime or 'unknown type'}) omitted]"))
+                parts.append(TextBlock(text=f"[binary resource {uri} ({mime or 'unknown type'}) omitted]"))
             case ResourceLinkBlock(uri=uri, name=name):
-                parts.append(TextBlock(f"[resource {name}: {uri}]"))
+                parts.append(TextBlock(text=f"[resource {name}: {uri}]"))
             case AudioBlock(mime_type=mime):
-                parts.append(TextBlock(f"[audio ({mime}) omitted: this model takes no audio]"))
+                parts.append(TextBlock(text=f"[audio ({mime}) omitted: this model takes no audio]"))
     return parts
 
 

@@ -311,9 +311,9 @@ class AgentRuntime:
             if existing is not None and existing.status != "created":
                 raise InvalidResume(f"run id {activation.run_id} is already used")
         return RunRecord(
-            activation.run_id or new_id(),
-            thread_id,
-            agent_id,
+            run_id=activation.run_id or new_id(),
+            thread_id=thread_id,
+            agent_id=agent_id,
             parent_run_id=activation.parent_run_id,
             parent_thread_id=activation.parent_thread_id,
             parent_tool_call_id=activation.parent_tool_call_id,
@@ -413,7 +413,12 @@ class AgentRuntime:
 
         def after(loaded: LoadedThread | None) -> Checkpoint:  # after whatever another writer appended meanwhile
             assert loaded is not None and loaded.latest_run is not None  # a thread with messages has had a run
-            return Checkpoint(thread_id, loaded.thread.message_count, [message], loaded.latest_run)
+            return Checkpoint(
+                thread_id=thread_id,
+                expected_message_count=loaded.thread.message_count,
+                messages=[message],
+                run=loaded.latest_run,
+            )
 
         await write_checkpoint(self.store, thread_id, after)
 

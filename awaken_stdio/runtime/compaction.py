@@ -208,7 +208,11 @@ class CompactionReport:
         self.started = False
 
     async def _tell(self, content: dict[str, Any]) -> None:
-        await self.emit(ActivitySnapshot(self.id, COMPACTION_ACTIVITY, content, "chunk" not in content))
+        await self.emit(
+            ActivitySnapshot(
+                message_id=self.id, activity_type=COMPACTION_ACTIVITY, content=content, replace="chunk" not in content
+            )
+        )
 
     async def start(self) -> None:
         self.started = True
@@ -317,7 +321,9 @@ class Compactor:
                 "model": self.model_name,
             }
         }
-        summary = Message("system", (TextBlock(f"{_OPEN}\n{text}\n{_CLOSE}"),), internal=True, metadata=metadata)
+        summary = Message(
+            role="system", content=(TextBlock(text=f"{_OPEN}\n{text}\n{_CLOSE}"),), internal=True, metadata=metadata
+        )
         after = before - removed + message_tokens(summary)
         if before - after < self.policy.min_savings_ratio * before:
             reason = f"the summary would save {1 - after / before:.0%}, under {self.policy.min_savings_ratio:.0%}"
@@ -331,8 +337,8 @@ class Compactor:
         # a history without tool definitions.
         prompt = f"Summarise this conversation:\n\n<transcript>\n{_transcript(messages)}\n</transcript>"
         request = InferenceRequest(
-            self.model_name,
-            [Message.user(prompt)],
+            model=self.model_name,
+            messages=[Message.user(prompt)],
             system=SUMMARY_SYSTEM,
             max_output_tokens=self.policy.summary_max_tokens,
             enable_prompt_cache=False,

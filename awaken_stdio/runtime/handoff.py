@@ -60,9 +60,9 @@ class HandoffTool(Tool):
     def __init__(self, agents: list[str]) -> None:
         self.agents = agents
         self.descriptor = ToolDescriptor(
-            "handoff",
-            "Hand the conversation over to another agent, which takes over from the next step.",
-            {
+            name="handoff",
+            description="Hand the conversation over to another agent, which takes over from the next step.",
+            parameters={
                 "type": "object",
                 "properties": {
                     "agent": {"type": "string", "enum": agents, "description": "The agent to hand over to."},
@@ -77,7 +77,7 @@ class HandoffTool(Tool):
         agent = args.get("agent")
         if agent not in self.agents:
             raise ToolFailure(f"agent must be one of {', '.join(self.agents)}", "invalid_arguments")
-        return ToolOutput(ToolResult.success(self.name, {"handoff_to": agent}), request_handoff(agent))
+        return ToolOutput(result=ToolResult.success(self.name, {"handoff_to": agent}), command=request_handoff(agent))
 
 
 class HandoffPlugin(Plugin):

@@ -189,9 +189,14 @@ def _grant_id(workspace: str, tool: str, pattern: str | None, behavior: str) -> 
 
 def _ticket(call_id: str, tool: str, args: Any) -> SuspendTicket:
     return SuspendTicket(
-        Suspension(f"perm_{call_id}", PERMISSION_ACTION, f"Permission required for tool '{tool}'", args),
-        PendingToolCall(f"perm_{call_id}", "permission_confirm", args),
-        "replay_tool_call",
+        suspension=Suspension(
+            id=f"perm_{call_id}",
+            action=PERMISSION_ACTION,
+            message=f"Permission required for tool '{tool}'",
+            parameters=args,
+        ),
+        pending=PendingToolCall(id=f"perm_{call_id}", name="permission_confirm", arguments=args),
+        resume_mode="replay_tool_call",
     )
 
 
@@ -276,5 +281,12 @@ class PermissionPlugin(Plugin):
         for tool, pattern in remembered_scopes(name, args):
             grant_id = _grant_id(workspace, tool, pattern, behavior)
             await self.store.add_grant(
-                PermissionGrant(grant_id, workspace, tool, behavior, pattern, expires_at=expires_at)
+                PermissionGrant(
+                    grant_id=grant_id,
+                    workspace=workspace,
+                    tool=tool,
+                    behavior=behavior,
+                    pattern=pattern,
+                    expires_at=expires_at,
+                )
             )

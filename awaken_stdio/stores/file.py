@@ -192,7 +192,9 @@ class FileStore(BaseStore, Store):
         c = self._commit(thread_id)
         if c is None:
             c = {
-                "thread": record_to_json(ThreadRecord(thread_id, agent_id=agent_id, parent_thread_id=parent_thread_id)),
+                "thread": record_to_json(
+                    ThreadRecord(thread_id=thread_id, agent_id=agent_id, parent_thread_id=parent_thread_id)
+                ),
                 "state": None,
                 "chunks": [],
                 "runs": {},
@@ -233,10 +235,10 @@ class FileStore(BaseStore, Store):
             return None
         runs = [RunRecord.from_json(r) for r in c["runs"].values()]
         return LoadedThread(
-            thread_from_json(c["thread"]),
-            self._messages(thread_id, c, 0, None),
-            PersistedState.from_json(c["state"]) if c["state"] is not None else None,
-            max(runs, key=lambda r: (r.updated_at, r.run_id)) if runs else None,
+            thread=thread_from_json(c["thread"]),
+            messages=self._messages(thread_id, c, 0, None),
+            state=PersistedState.from_json(c["state"]) if c["state"] is not None else None,
+            latest_run=max(runs, key=lambda r: (r.updated_at, r.run_id)) if runs else None,
         )
 
     async def load_thread(self, thread_id: str) -> LoadedThread | None:
@@ -379,7 +381,7 @@ class FileStore(BaseStore, Store):
 
     def _get_profile(self, owner: str, key: str) -> ProfileEntry | None:
         d = _read(self._profile_path(owner, key))
-        return ProfileEntry(d["key"], d["value"], d["updated_at"]) if d is not None else None
+        return ProfileEntry(key=d["key"], value=d["value"], updated_at=d["updated_at"]) if d is not None else None
 
     async def get_profile(self, owner: str, key: str) -> ProfileEntry | None:
         return await self._run(self._get_profile, owner, key)
@@ -392,7 +394,10 @@ class FileStore(BaseStore, Store):
         await self._run(self._profile_path(owner, key).unlink, True)
 
     def _list_profile(self, owner: str) -> list[ProfileEntry]:
-        entries = [ProfileEntry(d["key"], d["value"], d["updated_at"]) for d in _json_files(self._owner_dir(owner))]
+        entries = [
+            ProfileEntry(key=d["key"], value=d["value"], updated_at=d["updated_at"])
+            for d in _json_files(self._owner_dir(owner))
+        ]
         return sorted(entries, key=lambda e: e.key)
 
     async def list_profile(self, owner: str) -> list[ProfileEntry]:

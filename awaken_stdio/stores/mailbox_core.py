@@ -420,7 +420,7 @@ class MailboxBase(MailboxStore):
                 elif r.dispatch_epoch < epoch:
                     _finish(r, "superseded", now, INTERRUPTED)
                     superseded.append(await _put(t, r))
-            return InterruptResult(epoch, active, superseded)
+            return InterruptResult(epoch=epoch, active=active, superseded=superseded)
 
         return await self._nudged(await self._write(op))
 

@@ -116,9 +116,11 @@ async def test_startup_recovery_runs_queued_work_and_requeues_expired_claims() -
     runtime, tool = guarded()
     waiting = await runtime.run_to_completion(go())
     mb = runtime.store.mailbox
-    decide = DispatchRequest("decide", decisions=tuple(APPROVE))
-    await mb.enqueue(RunDispatch(new_id(), "t", waiting.run_id, decide))
-    expired = await mb.enqueue_and_claim(RunDispatch(new_id(), "t2", "r2"), "gone", 1, now_ms() - 10)
+    decide = DispatchRequest(kind="decide", decisions=tuple(APPROVE))
+    await mb.enqueue(RunDispatch(dispatch_id=new_id(), thread_id="t", run_id=waiting.run_id, request=decide))
+    expired = await mb.enqueue_and_claim(
+        RunDispatch(dispatch_id=new_id(), thread_id="t2", run_id="r2"), "gone", 1, now_ms() - 10
+    )
     assert expired is not None and expired.status == "claimed"
 
     async with serving(MailboxService(runtime, FAST)):
@@ -140,7 +142,7 @@ async def test_a_dead_local_owner_is_requeued_at_once() -> None:
     dead = f"{socket.gethostname()}:{int(child.stdout)}:x"
     assert owner_is_dead(dead)
     held = await runtime.store.mailbox.enqueue_and_claim(
-        RunDispatch(new_id(), "t", waiting.run_id), dead, 600_000, now_ms()
+        RunDispatch(dispatch_id=new_id(), thread_id="t", run_id=waiting.run_id), dead, 600_000, now_ms()
     )
     assert held is not None
 
@@ -174,7 +176,14 @@ class AppendsAfterARead(MemoryStore):
         if self.armed and loaded is not None and loaded.latest_run is not None:
             self.armed = False
             meanwhile = [Message.user("meanwhile")]
-            await self.checkpoint(Checkpoint(thread_id, loaded.thread.message_count, meanwhile, loaded.latest_run))
+            await self.checkpoint(
+                Checkpoint(
+                    thread_id=thread_id,
+                    expected_message_count=loaded.thread.message_count,
+                    messages=meanwhile,
+                    run=loaded.latest_run,
+                )
+            )
         return loaded
 
 
@@ -202,7 +211,9 @@ async def test_a_cancel_racing_another_writers_append_still_cancels() -> None:
 async def test_a_second_run_on_a_held_thread_is_refused() -> None:
     runtime, _ = guarded()
     service = MailboxService(runtime, FAST)
-    await runtime.store.mailbox.enqueue_and_claim(RunDispatch(new_id(), "t", "r0"), "someone", 60_000, now_ms())
+    await runtime.store.mailbox.enqueue_and_claim(
+        RunDispatch(dispatch_id=new_id(), thread_id="t", run_id="r0"), "someone", 60_000, now_ms()
+    )
     with pytest.raises(ThreadAlreadyRunning):
         await service.submit(go())
 

@@ -71,10 +71,19 @@ async def test_a_moved_claim_is_not_settled_by_the_checkpoint(tmp_path: Path, ur
         (row,) = await store.mailbox.list_dispatches("t1", ["acked"])
         record = await store.load_run(waiting.run_id)
         assert record is not None
-        settle = DispatchSettle(row.dispatch_id, "a claim token nobody holds")
+        settle = DispatchSettle(dispatch_id=row.dispatch_id, claim_token="a claim token nobody holds")
         loaded = await store.load_thread("t1")
         assert loaded is not None
-        await store.checkpoint(Checkpoint("t1", loaded.thread.message_count, [], record, None, settle))
+        await store.checkpoint(
+            Checkpoint(
+                thread_id="t1",
+                expected_message_count=loaded.thread.message_count,
+                messages=[],
+                run=record,
+                thread_state=None,
+                settle=settle,
+            )
+        )
         assert not settle.settled and not settle.acked
         (still,) = await store.mailbox.list_dispatches("t1", ["acked"])
         assert still.updated_at == row.updated_at and still.updated_at <= now_ms()

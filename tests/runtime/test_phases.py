@@ -45,7 +45,7 @@ def ctx_factory(
     engine: PhaseEngine, phase: Phase = BEFORE, snapshot: Snapshot | None = None
 ) -> Callable[[], PhaseContext]:
     """A context factory; with ``snapshot`` it always hands out that (stale) snapshot."""
-    return lambda: PhaseContext(phase, snapshot or engine.store.snapshot(), "thread", "run", AgentSpec("agent"), [])
+    return lambda: PhaseContext(phase, snapshot or engine.store.snapshot(), "thread", "run", AgentSpec(id="agent"), [])
 
 
 def hooked(*hooks: tuple[str, PhaseHook], phase: Phase = BEFORE) -> PhaseEngine:

@@ -96,7 +96,9 @@ async def test_a_raised_tool_error_ends_the_run_failed_after_that_one_model_call
     if executor == "sequential":  # the calls after it do not run
         assert done["c2"].result.message == INTERRUPTED and ok.calls == []
     finish = rec.events[-1]
-    assert isinstance(finish, RunFinish) and finish.result == RunResult("", "failed", reason)
+    assert isinstance(finish, RunFinish) and finish.result == RunResult(
+        response="", status="failed", status_reason=reason
+    )
     record = await runtime.store.load_run(result.run_id)
     assert record is not None and (record.display_status, record.status_reason) == ("failed", reason)
     assert record.error == reason

@@ -42,7 +42,7 @@ def make_ctx(tool: Tool, root: Path, **services: Any) -> ToolCallContext:
         thread_id="t",
         run_id="r",
         agent_id="a",
-        snapshot=Snapshot(0),
+        snapshot=Snapshot(revision=0),
         cwd=str(root),
         services=services,
     )

@@ -25,7 +25,7 @@ CALLS = [
 
 async def approved(tool: Tool, args: dict[str, Any], root: Path) -> ToolCallContext:
     """The context of ``tool``'s call resumed by an approval of its preview on the file as it is now."""
-    ctx = ToolCallContext("c", tool.name, "t", "r", "a", Snapshot(0), cwd=str(root))
+    ctx = ToolCallContext("c", tool.name, "t", "r", "a", Snapshot(revision=0), cwd=str(root))
     preview = await tool.preview(tool.validate_args(args), ctx)
     return replace(ctx, resume_input=bind(ToolCallResume.approve(), preview))
 

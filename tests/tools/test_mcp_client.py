@@ -52,7 +52,7 @@ class Calls:
         self._changed = anyio.Event()
 
     def ctx(self, tool: Tool) -> ToolCallContext:
-        return ToolCallContext("call-1", tool.name, "thread", "run", "agent", Snapshot(0), emit=self._emit)
+        return ToolCallContext("call-1", tool.name, "thread", "run", "agent", Snapshot(revision=0), emit=self._emit)
 
     async def _emit(self, event: AgentEvent) -> None:
         assert isinstance(event, ActivitySnapshot)

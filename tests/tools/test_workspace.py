@@ -267,7 +267,7 @@ def make_ctx(cwd: Path, **services: object) -> ToolCallContext:
         thread_id="t",
         run_id="r",
         agent_id="a",
-        snapshot=Snapshot(0),
+        snapshot=Snapshot(revision=0),
         cwd=str(cwd),
         services=services,
     )
@@ -290,7 +290,9 @@ async def test_services_given_are_used(root: Path) -> None:
 
 
 async def test_no_cwd_means_the_process_directory() -> None:
-    ctx = ToolCallContext(call_id="c", tool_name="t", thread_id="t", run_id="r", agent_id="a", snapshot=Snapshot(0))
+    ctx = ToolCallContext(
+        call_id="c", tool_name="t", thread_id="t", run_id="r", agent_id="a", snapshot=Snapshot(revision=0)
+    )
     assert (await get_workspace(ctx)).root == Path(os.getcwd()).resolve()
 
 

@@ -224,9 +224,9 @@ class AcpServer:
         runtime = app.runtime
         agent_id = runtime.default_agent_id()
         record = SessionRecord(
-            new_id("sess_"),
-            new_id(),
-            p.cwd,
+            session_id=new_id("sess_"),
+            thread_id=new_id(),
+            cwd=p.cwd,
             agent_id=agent_id,
             mode="default",
             model=runtime.agents[agent_id].model,
@@ -251,9 +251,9 @@ class AcpServer:
         app = self._app_with_model()
         source = await self._stored(app, p.session_id)
         record = SessionRecord(
-            new_id("sess_"),
-            new_id(),
-            p.cwd,
+            session_id=new_id("sess_"),
+            thread_id=new_id(),
+            cwd=p.cwd,
             agent_id=source.agent_id,
             title=f"{source.title} (fork)" if source.title else None,
             mode=source.mode,

@@ -146,7 +146,7 @@ class RunState:
 
     async def emit_state(self) -> None:
         if self.sink is not None:
-            await self.emit(StateSnapshot(self.state.export_persisted()))
+            await self.emit(StateSnapshot(snapshot=self.state.export_persisted()))
 
     def ctx(self, phase: Phase, **fields: Any) -> Callable[[], PhaseContext]:
         def make() -> PhaseContext:

@@ -209,7 +209,13 @@ async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: Too
     decision = resume.decision_id if resume is not None else None
     token = run.fence.claim_token if run.fence is not None else None
     record = EffectRecord(
-        run.thread_id, call.id, run.run_id, call.name, call.arguments, decision_id=decision, claim_token=token
+        thread_id=run.thread_id,
+        call_id=call.id,
+        run_id=run.run_id,
+        tool_name=call.name,
+        arguments=call.arguments,
+        decision_id=decision,
+        claim_token=token,
     )
     async with run.marking:  # calls run in parallel mark one at a time: each checkpoint follows the last
         if _stored(run, call):  # an approved call: its step was stored when it asked, the run still reads waiting

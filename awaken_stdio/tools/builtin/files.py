@@ -167,7 +167,9 @@ class _Plan:
         return {"path": str(self.real), "old_text": self.old, "new_text": self.new}
 
     def preview(self, ctx: ToolCallContext) -> ToolPreview:
-        return ToolPreview((FileChange(str(self.real), self.old, self.new),), cwd=ctx.cwd)
+        return ToolPreview(
+            changes=(FileChange(path=str(self.real), old_text=self.old, new_text=self.new),), cwd=ctx.cwd
+        )
 
     def check_shown(self, ctx: ToolCallContext) -> None:
         """Refuse an approved call whose file no longer holds the text of the diff it was approved on."""
