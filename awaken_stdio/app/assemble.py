@@ -142,11 +142,16 @@ def mcp_server_spec(name: str, config: McpServerConfig) -> McpServerSpec:
     if config.url:
         headers = dict(config.headers)
         return McpServerSpec(
-            name, "http", url=config.url, headers=headers, timeout_s=timeout_s, call_timeout_s=call_timeout_s
+            name=name,
+            transport="http",
+            url=config.url,
+            headers=headers,
+            timeout_s=timeout_s,
+            call_timeout_s=call_timeout_s,
         )
     return McpServerSpec(
-        name,
-        "stdio",
+        name=name,
+        transport="stdio",
         command=config.command,
         args=tuple(config.args),
         env=dict(config.env),

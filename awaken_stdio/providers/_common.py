@@ -138,7 +138,7 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
     """Exponential backoff with jitter; a server's ``retry-after`` replaces the computed wait.
 
@@ -229,7 +229,7 @@ _CONTEXT_PHRASES = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorMapper:
     """Turns one SDK's exceptions into :class:`ProviderError` with a message a person can act on.
 
@@ -444,11 +444,11 @@ class SdkExecutor(LlmExecutor):
 
     def _make_errors(self, key: str, base_url: str) -> ErrorMapper:
         return ErrorMapper(
-            self.provider,
-            self.model,
-            base_url,
-            self.key_env,
-            key,
+            provider=self.provider,
+            model=self.model,
+            base_url=base_url,
+            key_env=self.key_env,
+            secret=key,
             status_error=self.sdk.APIStatusError,
             api_error=self.sdk.APIError,
             connection_error=self.sdk.APIConnectionError,

@@ -71,7 +71,7 @@ class SamplingHost(Protocol):
     async def create_message(self, params: dict[str, Any]) -> dict[str, Any]: ...
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Round:
     """One 2026-era call of a client: whether it samples (with tools), the answers it brought (by ``digest`` of the
     request each answers), and the request a turn found unanswered (``asked``), for the call's ``input_required``."""

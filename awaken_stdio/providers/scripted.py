@@ -178,7 +178,7 @@ def script_json_schema() -> dict[str, Any]:
 # -- the player ------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Turn:
     """A validated turn compiled for the hot path: everything but the usage estimate is computed once."""
 

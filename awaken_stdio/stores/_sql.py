@@ -57,7 +57,7 @@ T = TypeVar("T")
 CACHED_THREADS = 16  # conversations kept decoded, most recently used first out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Queries:
     """Every statement the SQL backends run, by name. Parameters are listed in each block's comment."""
 

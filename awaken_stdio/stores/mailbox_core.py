@@ -41,7 +41,7 @@ INTERRUPTED = "queued dispatch superseded by interrupt"
 STALE = "dispatch superseded: its thread was interrupted (stale epoch)"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Refused:
     """An error to raise once the transaction that produced it has committed."""
 
@@ -176,13 +176,13 @@ async def _own(t: MailboxTable, dispatch_id: str, token: str, now: int) -> RunDi
     """The row claimed with ``token`` at the current epoch; a stale claim is superseded and refused."""
     d, epoch = await _locked_get(t, dispatch_id)
     if d is None:
-        return Refused(NotFound(f"dispatch {dispatch_id}"))
+        return Refused(error=NotFound(f"dispatch {dispatch_id}"))
     if d.status != "claimed" or d.claim_token != token:
-        return Refused(VersionConflict(f"claim on dispatch {dispatch_id}", token, d.claim_token or d.status))
+        return Refused(error=VersionConflict(f"claim on dispatch {dispatch_id}", token, d.claim_token or d.status))
     if d.dispatch_epoch < epoch:
         _finish(d, "superseded", now, STALE)
         await _put(t, d)
-        return Refused(VersionConflict(f"epoch of dispatch {dispatch_id}", d.dispatch_epoch, epoch))
+        return Refused(error=VersionConflict(f"epoch of dispatch {dispatch_id}", d.dispatch_epoch, epoch))
     return d
 
 
@@ -195,7 +195,7 @@ async def check_fence(t: MailboxTable, fence: Fence | None, now: int) -> Refused
     if not isinstance(d, Refused):
         return None
     current = await t.get(fence.dispatch_id)
-    return Refused(Fenced(fence.dispatch_id, fence.claim_token, current.claimed_by if current else None))
+    return Refused(error=Fenced(fence.dispatch_id, fence.claim_token, current.claimed_by if current else None))
 
 
 async def _fenced(t: MailboxTable, fence: Fence | None, now: int, write: Op[None]) -> None:
@@ -214,7 +214,7 @@ def enqueue_and_claim_op(
     async def op(t: MailboxTable) -> RunDispatch | Refused | None:
         row.dispatch_epoch = await t.lock_thread(row.thread_id)
         if row.dedupe_key is not None and await t.dedupe_taken(row.thread_id, row.dedupe_key):
-            return Refused(AlreadyExists(f"dispatch with dedupe key {row.dedupe_key} on thread {row.thread_id}"))
+            return Refused(error=AlreadyExists(f"dispatch with dedupe key {row.dedupe_key} on thread {row.thread_id}"))
         if consumer:
             busy = bool(await t.thread_rows(row.thread_id, ("claimed",), 1))
             if busy and not queue_if_busy:

@@ -51,7 +51,7 @@ _BINARY_SNIFF_BYTES = 8192
 # -- the file system -------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TextWindow:
     """Some lines of a text file, and how many lines the whole file has (for "N more lines" notes)."""
 
@@ -59,7 +59,7 @@ class TextWindow:
     total_lines: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DirEntry:
     name: str
     kind: Literal["file", "directory", "other"]  # symlinks followed
@@ -67,7 +67,7 @@ class DirEntry:
     symlink: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SearchHit:
     path: Path
     line: int  # 1-based
@@ -310,7 +310,7 @@ def _read_window(path: Path, line: int, limit: int | None) -> TextWindow:
                     kept.append(text)
         except UnicodeDecodeError:
             raise binary from None
-    return TextWindow("".join(kept), total)
+    return TextWindow(text="".join(kept), total_lines=total)
 
 
 def _write(path: Path, content: str) -> None:
@@ -330,11 +330,11 @@ def _list(path: Path) -> list[DirEntry]:
         with os.scandir(directory) as it:
             for e in it:  # kind and size are the link target's (its metadata only, never its content)
                 if e.is_dir():
-                    entries.append(DirEntry(e.name, "directory", None, e.is_symlink()))
+                    entries.append(DirEntry(name=e.name, kind="directory", size=None, symlink=e.is_symlink()))
                 elif e.is_file():
-                    entries.append(DirEntry(e.name, "file", e.stat().st_size, e.is_symlink()))
+                    entries.append(DirEntry(name=e.name, kind="file", size=e.stat().st_size, symlink=e.is_symlink()))
                 else:
-                    entries.append(DirEntry(e.name, "other", None, e.is_symlink()))
+                    entries.append(DirEntry(name=e.name, kind="other", size=None, symlink=e.is_symlink()))
     finally:
         _close(directory)
     return entries
@@ -345,7 +345,7 @@ def _relative(path: Path, root: Path) -> str:
     return path.name if path == root else path.relative_to(root).as_posix()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Ignores:
     """The ``.gitignore`` files in force during a walk, outermost first, each with the directory it is in."""
 
@@ -368,7 +368,7 @@ class _Ignores:
                 spec = GitIgnoreSpec.from_lines(f)
         except (OSError, ToolError, ValueError):  # missing, hard-linked, not UTF-8, a pattern pathspec refuses
             return self
-        return _Ignores((*self.files, (path, spec)))
+        return _Ignores(files=(*self.files, (path, spec)))
 
     @classmethod
     def above(cls, root: Path, top: Path | None) -> _Ignores:
@@ -463,7 +463,7 @@ def _search(
                 found: list[SearchHit] = []  # kept only if the whole file decodes: a binary file matches nothing
                 for number, text in enumerate(lines, 1):
                     if regex.search(text):
-                        found.append(SearchHit(path, number, text.rstrip("\r\n")))
+                        found.append(SearchHit(path=path, line=number, text=text.rstrip("\r\n")))
                         if len(hits) + len(found) >= limit:
                             break
         except (UnicodeDecodeError, OSError, ToolError):  # binary, gone, replaced by a link, hard-linked

@@ -40,7 +40,7 @@ TerminalCallback = Callable[[str], Awaitable[None]]  # given a client terminal's
 TERMINAL_ACTIVITY = "terminal"  # the tool call activity naming the client terminal it runs in: ``{"terminal_id": ...}``
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProcessResult:
     """How a command ended. ``output`` is stdout and stderr interleaved, its beginning cut when over the limit."""
 

@@ -41,7 +41,9 @@ FAST_RESTART = RestartPolicy(initial_s=0.05, max_s=0.2, max_failures=2)
 
 
 def stdio(name: str, *mode: str, **kw: Any) -> McpServerSpec:
-    return McpServerSpec(name, "stdio", command=sys.executable, args=(str(SERVER), *mode), **{"timeout_s": 15, **kw})
+    return McpServerSpec(
+        name=name, transport="stdio", command=sys.executable, args=(str(SERVER), *mode), **{"timeout_s": 15, **kw}
+    )
 
 
 class Calls:
@@ -203,7 +205,9 @@ async def test_listing_calls_and_environment(logs: LogWatch, monkeypatch: pytest
             assert {"srv__echo", "srv__weird_name_", "srv__nested"} <= set(tools)
             assert all(len(name) <= 64 for name in tools)
             assert any(name.startswith("srv__xxx") and len(name) == 64 for name in tools)
-            assert toolsets.status("srv") == McpServerStatus("srv", "stdio", "ready", tools=tuple(sorted(tools)))
+            assert toolsets.status("srv") == McpServerStatus(
+                name="srv", transport="stdio", state="ready", tools=tuple(sorted(tools))
+            )
 
             echo, delete = tools["srv__echo"].descriptor, tools["srv__delete_item"].descriptor
             assert (echo.read_only, echo.destructive, echo.title, echo.kind) == (True, False, "Echo", "other")
@@ -364,7 +368,11 @@ async def serve_http(
 
 
 async def test_a_failing_server_is_reported_and_the_others_work() -> None:
-    specs = [stdio("ok"), stdio("broken", "--fail-start"), McpServerSpec("missing", "stdio", command="/no/such/srv")]
+    specs = [
+        stdio("ok"),
+        stdio("broken", "--fail-start"),
+        McpServerSpec(name="missing", transport="stdio", command="/no/such/srv"),
+    ]
     with anyio.fail_after(20):
         async with open_mcp_toolsets(specs, restart=RestartPolicy(initial_s=60, max_s=60)) as toolsets:
             assert [s.state for s in toolsets.statuses()] == ["ready", "failed", "failed"]
@@ -394,9 +402,12 @@ async def test_backoff_is_bounded() -> None:
                 await changes.wait("broken", "failed", after=len(changes.seen))
             # The first try and two restarts, then it gives up and says so.
             assert ts.status("broken") == McpServerStatus(
-                "broken", "stdio", "failed", "it exited with code 2 (stderr: cannot start: missing configuration)",
+                name="broken",
+                transport="stdio",
+                state="failed",
+                error="it exited with code 2 (stderr: cannot start: missing configuration)",
                 restarts=2,
-            )  # fmt: skip
+            )
 
 
 async def test_a_crashed_server_is_withdrawn_and_restarted() -> None:

@@ -462,7 +462,7 @@ def _round(request: Request, state: dict[str, Any] | None, params: CallToolParam
     if request.era != "modern":
         return None
     sampling = request.client_capabilities.get("sampling")
-    model_round = Round(sampling if isinstance(sampling, dict) else None)
+    model_round = Round(sampling=sampling if isinstance(sampling, dict) else None)
     if state is not None and state.get("k") == "sample":
         answer = (params.input_responses or {}).get(state["key"])
         if isinstance(answer, dict):

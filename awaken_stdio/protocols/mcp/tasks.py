@@ -182,7 +182,7 @@ class TaskBoard:
             if key in tickets
         ]
         sampling = request.client_capabilities.get("sampling")
-        model_round = Round(sampling if isinstance(sampling, dict) else None)
+        model_round = Round(sampling=sampling if isinstance(sampling, dict) else None)
         answer = responses.get(model_request["key"]) if model_request is not None else None
         if model_request is not None and isinstance(answer, dict):
             model_round.answers[digest(model_request["params"])] = answer

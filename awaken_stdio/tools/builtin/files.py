@@ -150,7 +150,7 @@ async def _preview_edit(
     return (await _plan_edit(ctx, path, old_text, new_text, replace_all)).preview(ctx)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Plan:
     """A write or an edit worked out before it happens: shared by the call and by its preview, so what a person
     approves is what runs."""
@@ -185,7 +185,7 @@ async def _plan_write(ctx: ToolCallContext, path: str, content: str) -> _Plan:
     workspace = await get_workspace(ctx)
     real = await workspace.resolve(path)
     fs = get_file_system(ctx)
-    return _Plan(fs, real, workspace.display(real), await _read_if_exists(fs, real), content)
+    return _Plan(fs=fs, real=real, shown=workspace.display(real), old=await _read_if_exists(fs, real), new=content)
 
 
 async def _plan_edit(ctx: ToolCallContext, path: str, old_text: str, new_text: str, replace_all: bool) -> _Plan:
@@ -216,7 +216,7 @@ async def _plan_edit(ctx: ToolCallContext, path: str, old_text: str, new_text: s
     # Each replacement before an occurrence shifts it by the difference in line count.
     shift = new_text.count("\n") - old_text.count("\n")
     replaced = [n + i * shift for i, n in enumerate(lines)]
-    return _Plan(fs, real, shown, text, text.replace(old_text, new_text), replaced)
+    return _Plan(fs=fs, real=real, shown=shown, old=text, new=text.replace(old_text, new_text), replaced_lines=replaced)
 
 
 @tool(kind="read", read_only=True, title="List directory")

@@ -27,7 +27,7 @@ async def test_each_turn_waits_in_the_store_and_a_resume_brings_the_answer() -> 
     DONE.clear()
     runtime = AgentRuntime(agents=[AgentSpec(id="a", model="m", tools=["note"])], models={"m": McpSamplingModel()},
                            tools=[note])  # fmt: skip
-    model_round = Round({"tools": {}})
+    model_round = Round(sampling={"tools": {}})
     token = CURRENT_ROUND.set(model_round)
     try:
         await _three_turns(runtime, model_round)
