@@ -68,7 +68,7 @@ class Ask(Plugin):
             parameters=ctx.tool_args,
         )
         return Suspend(
-            SuspendTicket(
+            ticket=SuspendTicket(
                 suspension=suspension,
                 pending=PendingToolCall(id=f"perm_{call_id}", name="permission_confirm", arguments=None),
             )

@@ -61,7 +61,7 @@ class Gate(Plugin):
 
     def register(self, r: PluginRegistrar) -> None:
         async def refuse(ctx: PhaseContext) -> Block:
-            return Block(f"{ctx.tool_name} is not allowed")
+            return Block(reason=f"{ctx.tool_name} is not allowed")
 
         r.tool_gate(refuse)
 

@@ -51,7 +51,7 @@ __all__ = ["AgentRuntime"]
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _ActiveRun:
     thread_id: str
     run_id: str | None = None
@@ -218,7 +218,7 @@ class AgentRuntime:
         thread_id = activation.thread_id or new_id()
         if thread_id in self._active:
             raise ThreadAlreadyRunning(thread_id)
-        active = self._active[thread_id] = _ActiveRun(thread_id)  # claimed before the first await
+        active = self._active[thread_id] = _ActiveRun(thread_id=thread_id)  # claimed before the first await
         try:
             loop = await self._prepare(activation, thread_id, sink, active)
             if active.cancel_requested:
@@ -393,11 +393,11 @@ class AgentRuntime:
         """
         if thread_id in self._active:
             raise ThreadAlreadyRunning(thread_id)
-        active = self._active[thread_id] = _ActiveRun(thread_id)
+        active = self._active[thread_id] = _ActiveRun(thread_id=thread_id)
         try:
             loaded = await self.store.load_thread(thread_id)
             if loaded is None or not loaded.messages:
-                return CompactionResult(None, "the conversation is empty")
+                return CompactionResult(summary=None, reason="the conversation is empty")
             agent = self.resolve(agent_id or _persisted_agent(loaded) or self.default_agent_id())
             report = CompactionReport(sink) if sink is not None else None
             result = await self.compactor(agent).compact(model_view(loaded.messages), report)

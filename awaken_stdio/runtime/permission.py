@@ -77,7 +77,7 @@ _RESTRICTIVENESS: dict[str, int] = {"deny": 2, "ask": 1, "allow": 0}  # how comm
 _ALWAYS: dict[str, PermissionBehavior] = {"allow_always": "allow", "reject_always": "deny"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PermissionRule:
     """A configured rule, or a remembered answer turned into one."""
 
@@ -86,7 +86,7 @@ class PermissionRule:
     remembered: bool = False  # a stored "always" answer rather than configuration
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PermissionDecision:
     """The outcome for one call and the rule that decided it (``None``: the default or the mode)."""
 
@@ -94,7 +94,7 @@ class PermissionDecision:
     rule: PermissionRule | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PermissionPolicy:
     """An agent's rules (plus remembered grants) and default, ready to judge calls."""
 
@@ -113,11 +113,14 @@ class PermissionPolicy:
             behavior = rule.get("behavior")
             if behavior not in _BEHAVIORS:
                 raise ConfigError(f"agent {agent.id!r}: permission behavior {behavior!r} is not allow, ask or deny")
-            rules.append(PermissionRule(ToolPattern.parse(str(rule.get("tool", ""))), behavior))
-        return PermissionPolicy(tuple(rules), default)
+            rules.append(PermissionRule(pattern=ToolPattern.parse(str(rule.get("tool", ""))), behavior=behavior))
+        return PermissionPolicy(rules=tuple(rules), default=default)
 
     def with_grants(self, grants: Iterable[PermissionGrant]) -> PermissionPolicy:
-        remembered = (PermissionRule(ToolPattern.parse(g.tool, g.pattern), g.behavior, True) for g in grants)
+        remembered = (
+            PermissionRule(pattern=ToolPattern.parse(g.tool, g.pattern), behavior=g.behavior, remembered=True)
+            for g in grants
+        )
         return replace(self, rules=(*self.rules, *remembered))
 
     def always_denies(self, tool: str) -> bool:
@@ -139,15 +142,15 @@ class PermissionPolicy:
         )
         lifted = mode == "bypass" or (mode == "accept_edits" and descriptor is not None and descriptor.kind == "edit")
         if decision.behavior == "ask" and lifted:
-            return PermissionDecision("allow")
+            return PermissionDecision(behavior="allow")
         return decision
 
     def _decide_one(self, tool: str, value: str | None, fallback: Behavior) -> PermissionDecision:
         matching = [r for r in self.rules if r.pattern.matches(tool, value)]
         if not matching:
-            return PermissionDecision(fallback)
+            return PermissionDecision(behavior=fallback)
         best = max(matching, key=lambda r: (_PRECEDENCE[r.behavior], not r.remembered, r.pattern.specificity))
-        return PermissionDecision(best.behavior, best)
+        return PermissionDecision(behavior=best.behavior, rule=best)
 
 
 def permission_mode(ctx: PhaseContext) -> PermissionMode:
@@ -225,12 +228,12 @@ class PermissionPlugin(Plugin):
         mode = permission_mode(ctx)
         if mode == "plan" and not (descriptor is not None and descriptor.read_only):
             message = f"Tool '{name}' is not available in plan mode: only read-only tools run until plan mode ends."
-            return SetResult(ToolResult.error(name, message))
+            return SetResult(result=ToolResult.error(name, message))
         decision = await self.decide(name, ctx.tool_args, descriptor, ctx.cwd, ctx.agent, mode)
         if decision.behavior == "deny":
-            return Block(f"Tool '{name}' denied by permission rules")
+            return Block(reason=f"Tool '{name}' denied by permission rules")
         if decision.behavior == "ask":
-            return Suspend(_ticket(ctx.tool_call_id or "", name, ctx.tool_args))
+            return Suspend(ticket=_ticket(ctx.tool_call_id or "", name, ctx.tool_args))
         return None
 
     async def decide(

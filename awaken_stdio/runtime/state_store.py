@@ -44,7 +44,7 @@ _MISSING: Any = object()
 _CLEAR = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CommitEvent:
     previous_revision: int
     new_revision: int
@@ -152,7 +152,9 @@ class StateStore:
         snapshot = Snapshot(revision=current.revision + 1, ext=StateMap(values))
         self._snapshot = snapshot
         if self._hooks:
-            event = CommitEvent(current.revision, snapshot.revision, len(ops), snapshot)
+            event = CommitEvent(
+                previous_revision=current.revision, new_revision=snapshot.revision, op_count=len(ops), snapshot=snapshot
+            )
             for hook in self._hooks:
                 hook(event)
         return snapshot.revision

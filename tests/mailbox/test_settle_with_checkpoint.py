@@ -94,7 +94,7 @@ async def test_a_step_that_asks_and_is_blocked_settles_its_dispatch_with_the_run
     settled early by the asking call's checkpoint, before the run's end is known)."""
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         turns = [turn("", call("guarded", id="c1"), call("target", id="c2")), turn("never")]
-        gates = [AskPermission("guarded"), FixedGate("refuse", "target", Block("not here"))]
+        gates = [AskPermission("guarded"), FixedGate("refuse", "target", Block(reason="not here"))]
         runtime = make_runtime(turns, tools=[FnTool("guarded"), FnTool("target")], plugins=gates, store=store)
         service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
         result = await service.submit(RunActivation([Message.user("go")], thread_id="t1"))

@@ -240,7 +240,7 @@ class AskPermission(Plugin):
         if ctx.resume_input is not None or (self.tools and ctx.tool_name not in self.tools):
             return None
         assert ctx.tool_call_id is not None and ctx.tool_name is not None
-        return Suspend(permission_ticket(ctx.tool_call_id, ctx.tool_name, ctx.tool_args))
+        return Suspend(ticket=permission_ticket(ctx.tool_call_id, ctx.tool_name, ctx.tool_args))
 
 
 class FixedGate(Plugin):

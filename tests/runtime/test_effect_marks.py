@@ -243,7 +243,7 @@ async def test_a_run_on_a_stored_thread_reads_it_and_its_ledger_in_one_round_tri
 
 async def test_a_writer_dropped_before_it_started_wakes_whoever_waits_for_it() -> None:
     """A flush waiting for a scheduled writer must not hang when another checkpoint supersedes that writer."""
-    behind = WriteBehind(lambda _: anyio.sleep(0))
+    behind = WriteBehind(write=lambda _: anyio.sleep(0))
     behind.scheduled = asyncio.get_running_loop().call_later(3600, lambda: None)  # scheduled, not started
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:

@@ -44,7 +44,7 @@ async def test_a_blocked_delegate_is_an_error_result_for_its_parent() -> None:
     parent_turns = [turn("", call("agent_run_child", {"prompt": "do it"}, id="d1")), turn("the child could not")]
     runtime = make_runtime(
         parent_turns,
-        plugins=[FixedGate("no_danger", "danger", Block("danger is off limits"))],
+        plugins=[FixedGate("no_danger", "danger", Block(reason="danger is off limits"))],
         tools=[FnTool("danger")],
         delegates=["child"],
         agents=[(child, [turn("", call("danger"))])],

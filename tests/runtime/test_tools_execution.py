@@ -251,9 +251,9 @@ async def test_a_gate_suspension_does_not_stop_later_calls() -> None:
 
 def decisions(tool: str) -> dict[str, GateDecision]:
     return {
-        "block": Block("not allowed"),
+        "block": Block(reason="not allowed"),
         "suspend": SuspendDecision(permission_ticket("c1", tool, {})),
-        "set": SetResult(ToolResult.success(tool, "canned")),
+        "set": SetResult(result=ToolResult.success(tool, "canned")),
     }
 
 
@@ -308,7 +308,7 @@ async def test_set_result_still_runs_after_tool_execute_hooks() -> None:
     runtime = make_runtime(
         [turn("", call("target", id="c1")), turn("done")],
         tools=[FnTool("target")],
-        plugins=[FixedGate("gate", "target", SetResult(ToolResult.success("target", "canned"))), Observer()],
+        plugins=[FixedGate("gate", "target", SetResult(result=ToolResult.success("target", "canned"))), Observer()],
     )
 
     await runtime.run_to_completion("go")
@@ -321,7 +321,7 @@ async def test_block_fails_the_call_interrupts_the_rest_and_ends_the_run_blocked
     runtime = make_runtime(
         [turn("", call("echo", id="c1"), call("danger", id="c2"), call("echo", id="c3")), turn("never")],
         tools=[echo, danger],
-        plugins=[FixedGate("gate", "danger", Block("danger is off limits"))],
+        plugins=[FixedGate("gate", "danger", Block(reason="danger is off limits"))],
     )
     rec = Recorder()
 

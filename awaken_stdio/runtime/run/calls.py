@@ -57,7 +57,9 @@ async def commit_call(run: RunState, outcome: CallResult, *, resumed: bool = Fal
         return
     status = "failed" if result.is_error else "succeeded"
     previous = run.tool_states().get(call.id)
-    state = ToolCallState(call.id, call.name, call.arguments, status, now_ms())
+    state = ToolCallState(
+        call_id=call.id, tool_name=call.name, arguments=call.arguments, status=status, updated_at=now_ms()
+    )
     if previous is not None:
         state = replace(previous, status=status, updated_at=state.updated_at)
     cmd = StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state))
@@ -80,15 +82,15 @@ async def suspend_call(
 ) -> None:
     ticket = await _with_preview(run, call, ticket)
     state = ToolCallState(
-        call.id,
-        call.name,
-        call.arguments,
-        "suspended",
-        now_ms(),
-        ticket.resume_mode,
-        ticket.suspension.id,
-        ticket.suspension.action,
-        ticket,
+        call_id=call.id,
+        tool_name=call.name,
+        arguments=call.arguments,
+        status="suspended",
+        updated_at=now_ms(),
+        resume_mode=ticket.resume_mode,
+        suspension_id=ticket.suspension.id,
+        suspension_reason=ticket.suspension.action,
+        ticket=ticket,
     )
     await run.commit(StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state)))
     result = replace(ToolResult.suspended(call.name, ticket, message), metadata=dict(metadata or {}))

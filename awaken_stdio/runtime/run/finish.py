@@ -62,7 +62,14 @@ WRITE_BEHIND_AFTER_S = 0.25
 
 
 def _end_of_step(run: RunState) -> EndOfStep:
-    return EndOfStep(len(run.messages), run.state.snapshot(), run.steps, run.usage, run.response, now_ms())
+    return EndOfStep(
+        upto=len(run.messages),
+        state=run.state.snapshot(),
+        steps=run.steps,
+        usage=run.usage,
+        response=run.response,
+        at=now_ms(),
+    )
 
 
 def _written_at(run: RunState, end: EndOfStep, *, behind: bool = False) -> tuple[RunRecord, PersistedState]:
@@ -129,7 +136,7 @@ async def checkpoint(run: RunState, *, settles: bool = False, marks: Sequence[Ef
 
 def write_behind(run: RunState) -> WriteBehind:
     """The writer of ``run``'s step checkpoints behind its loop (``AgentLoop.run``, on a durable store)."""
-    return WriteBehind(partial(_write_behind, run))
+    return WriteBehind(write=partial(_write_behind, run))
 
 
 async def checkpoint_soon(run: RunState) -> None:

@@ -159,7 +159,9 @@ async def replay(run: RunState, targets: list[str]) -> TerminationReason | None:
             id=call_id, name=state.tool_name, arguments=state.arguments if isinstance(state.arguments, dict) else {}
         )
         if state.resume_input is not None and state.resume_input.unknown == "done":
-            await commit_call(run, CallResult(call, ToolResult.success(call.name, RECORDED_DONE)), resumed=True)
+            await commit_call(
+                run, CallResult(call=call, result=ToolResult.success(call.name, RECORDED_DONE)), resumed=True
+            )
             continue
         tool = run.tool(call.name)
         if tool is None:

@@ -120,7 +120,7 @@ def _fatal_end(run: RunState) -> TerminationReason | None:
 
 async def interrupt(run: RunState, calls: tuple[ToolCall, ...] | list[ToolCall]) -> None:
     for call in calls:
-        await commit_call(run, CallResult(call, ToolResult.error(call.name, INTERRUPTED)))
+        await commit_call(run, CallResult(call=call, result=ToolResult.error(call.name, INTERRUPTED)))
 
 
 async def invoke(
@@ -155,7 +155,7 @@ async def invoke(
     return outcome
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Executed:
     """What one call of a tool came to: its result, the state command it returned, and ``fatal``, the reason to end
     the run when the tool's own work raised a ``ToolError`` (wrong arguments stay the model's to fix)."""
@@ -192,10 +192,12 @@ async def execute_tool(
     except Exception as exc:
         log.debug("tool %s failed", tool.name, exc_info=True)
         fatal = executing and isinstance(exc, ToolError) and not isinstance(exc, ToolFailure)
-        return Executed(tool_error_result(tool.name, exc), fatal=valid_text(f"{tool.name}: {exc}") if fatal else None)
+        return Executed(
+            result=tool_error_result(tool.name, exc), fatal=valid_text(f"{tool.name}: {exc}") if fatal else None
+        )
     if isinstance(out, ToolOutput):
-        return Executed(out.result, out.command)
-    return Executed(out if isinstance(out, ToolResult) else ToolResult.success(tool.name, out))
+        return Executed(result=out.result, command=out.command)
+    return Executed(result=out if isinstance(out, ToolResult) else ToolResult.success(tool.name, out))
 
 
 async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: ToolCallResume | None) -> bool:
@@ -257,15 +259,15 @@ async def after_tool(
         Phase.AFTER_TOOL_EXECUTE,
         run.tool_ctx(Phase.AFTER_TOOL_EXECUTE, call, tool, tool_result=result, resume_input=resume),
     )
-    return CallResult(call, result, command.extend(after))
+    return CallResult(call=call, result=result, command=command.extend(after))
 
 
 def not_found(call: ToolCall) -> CallResult:
-    return CallResult(call, ToolResult.error(call.name, f"tool '{call.name}' not found"))
+    return CallResult(call=call, result=ToolResult.error(call.name, f"tool '{call.name}' not found"))
 
 
 def rejected(call: ToolCall, block: Block) -> CallResult:
     """A call a gate blocked: an error result marked ``rejected``."""
     result = ToolResult.error(call.name, block.reason)
     result.metadata["rejected"] = True
-    return CallResult(call, result)
+    return CallResult(call=call, result=result)
