@@ -89,7 +89,7 @@ async def cycles_per_second(url: str, concurrency: int, counted: list[float] | N
     """``concurrency`` people approving at once, each on their own threads (SQLite still has one writer).
     ``counted`` gets the SQLite transactions (BEGINs) of one cycle, from ten cycles run after the timed ones."""
     async with open_store(url) as store:
-        service = MailboxService(runtime_on(store), MailboxConfig(dispatch_queued=False))
+        service = MailboxService(runtime=runtime_on(store), config=MailboxConfig(dispatch_queued=False))
 
         async def cycle(i: int) -> None:
             waiting = await service.submit(RunActivation([Message.user("go")], thread_id=f"cycle-{i}"))
@@ -153,7 +153,7 @@ async def recovery(url: str, run_ids: list[str]) -> tuple[float, float, int]:
     """After the crash: seconds to list every waiting run, seconds until an approved one has finished."""
     started = time.perf_counter()
     async with open_store(url) as store:
-        service = MailboxService(runtime_on(store), MailboxConfig())
+        service = MailboxService(runtime=runtime_on(store), config=MailboxConfig())
         async with anyio.create_task_group() as tg:
             await tg.start(service.run)
             waiting = await list_waiting(store)

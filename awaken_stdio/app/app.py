@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 _DIRECT = "mcp-direct"  # thread, run and agent id of tool calls made outside any agent run
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """What a process was started with, resolved: the config, the store URL, the working directory."""
 
@@ -70,10 +70,10 @@ def load_settings(config: str | None = None, store: str | None = None, cwd: str 
     """The config file (``--config``/env/default), then ``--store`` > env > config > the default SQLite file."""
     file = read_config_file(config)
     loaded = validate_config(file)
-    return Settings(loaded, store_url(store, file), os.path.abspath(cwd or os.getcwd()))
+    return Settings(loaded=loaded, store_url=store_url(store, file), cwd=os.path.abspath(cwd or os.getcwd()))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class App:
     settings: Settings
     store: Store
@@ -88,7 +88,7 @@ class App:
     @property
     def sessions(self) -> Sessions:
         """The sessions of this app's store: records with their threads (``sessions.py``)."""
-        return Sessions(self.store)
+        return Sessions(store=self.store)
 
     def reload(self, settings: Settings) -> None:
         """Adopt a re-read config (ACP ``authenticate``, after a key or a config file was set since start-up): its
@@ -337,8 +337,8 @@ async def open_app(
             stack.callback(tracer_provider.shutdown)  # flushes the spans
         store = await stack.enter_async_context(open_store(settings.store_url))
         runtime = assemble_runtime(settings.loaded, store, tracer_provider)
-        service = MailboxService(runtime, replace(mailbox or MailboxConfig(), dispatch_queued=serve))
-        app = App(settings, store, runtime, service)
+        service = MailboxService(runtime=runtime, config=replace(mailbox or MailboxConfig(), dispatch_queued=serve))
+        app = App(settings=settings, store=store, runtime=runtime, mailbox=service)
         service.context = app.run_context
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:

@@ -47,7 +47,7 @@ class DecisionSuperseded(InvalidResume):
     """The run was decided (or ended) by someone else first; this decision was recorded but not applied."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MailboxConfig:
     lease_ms: int = 6_000  # a dead holder's claim (waiting runs too) lapses within this, on any machine
     renew_every_s: float = 1.5
@@ -100,7 +100,7 @@ def classify_error(exc: BaseException) -> ErrorClass:
     return "transient"  # ThreadAlreadyRunning, StoreError and anything unforeseen: retried with backoff
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Held:
     """A thread this process holds the claim on, and the dispatch it is executing."""
 

@@ -62,7 +62,7 @@ OnWaiting = Callable[[], Awaitable[None]]
 ContextFactory = Callable[[str | None, str | None, tuple[str, ...]], AbstractAsyncContextManager[dict[str, Any]]]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class MailboxService:
     runtime: AgentRuntime
     config: MailboxConfig = field(default_factory=MailboxConfig)
@@ -126,7 +126,7 @@ class MailboxService:
                 if thread_id in self._held or thread_id in self._awaiting:
                     continue  # held here, or a decider here is about to claim its own row
                 for d in await self.mailbox.claim(thread_id, self.consumer, self.config.lease_ms, now):
-                    self._held[thread_id] = Held(d)  # before the task starts: the next poll skips the thread
+                    self._held[thread_id] = Held(dispatch=d)  # before the task starts: the next poll skips the thread
                     self._tg.start_soon(self._background, thread_id)
 
     async def sweep(self) -> None:
@@ -460,7 +460,7 @@ class MailboxService:
         as the caller read it before claiming, and ``loaded``: its thread as the claim read it, neither read
         again."""
         foreground = held is None
-        held = held or Held(d)
+        held = held or Held(dispatch=d)
         held.activation, held.seen, held.loaded = activation, seen, loaded
         self._held[d.thread_id] = held
         wait = activation is not None and activation.wait_for_decisions

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["Sessions"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sessions:
     store: Store
 

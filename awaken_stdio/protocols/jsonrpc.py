@@ -544,7 +544,7 @@ class JsonRpcPeer:
         try:
             with scope:
                 try:
-                    result = await handler(params, RequestContext(self, method, request_id))
+                    result = await handler(params, RequestContext(peer=self, method=method, request_id=request_id))
                 except Exception as exc:
                     data = encode_frame({"jsonrpc": "2.0", "id": request_id, "error": error_to_wire(exc)})
                 else:
@@ -593,7 +593,7 @@ class JsonRpcPeer:
         async with notes:
             async for handler, params, method in notes:
                 try:
-                    await handler(params, RequestContext(self, method, None))
+                    await handler(params, RequestContext(peer=self, method=method, request_id=None))
                 except Exception:
                     logger.exception("notification handler for %s failed", method)
                 finally:

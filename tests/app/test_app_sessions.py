@@ -18,7 +18,7 @@ async def test_a_deleted_session_takes_its_thread_along(tmp_path: Path) -> None:
             agents=[AgentSpec(id="a", model="m")], models={"m": ScriptedModel({"turns": [{"text": "hi"}]})}, store=store
         )
         result = await runtime.run_to_completion("hello")
-        sessions = Sessions(store)
+        sessions = Sessions(store=store)
         record = SessionRecord(session_id="sess_1", thread_id=result.thread_id, cwd=str(tmp_path))
         await sessions.save(record)
         assert [m.text for m in await sessions.history(record)] == ["hello", "hi"]

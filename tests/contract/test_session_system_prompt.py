@@ -37,7 +37,7 @@ async def test_a_fork_copies_the_thread_and_is_independent(store: Store) -> None
     await store.checkpoint(Checkpoint(thread_id="t1", expected_message_count=0, messages=messages, run=run))
     source = SessionRecord(session_id="s1", thread_id="t1", cwd="/w", agent_id="coder", system_prompt=PROMPT)
     await store.save_session(source)
-    sessions = Sessions(store)
+    sessions = Sessions(store=store)
 
     whole = SessionRecord(session_id="s2", thread_id="t2", cwd="/w", agent_id="coder", system_prompt=PROMPT)
     await sessions.fork(source, whole)

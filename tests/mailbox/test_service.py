@@ -65,7 +65,7 @@ def go(**kw: object) -> RunActivation:
 
 async def test_a_decision_resumes_a_waiting_run_here_once() -> None:
     runtime, tool = guarded()
-    service = MailboxService(runtime, FAST)
+    service = MailboxService(runtime=runtime, config=FAST)
     waiting = await service.submit(go())
     assert waiting.status == "waiting"
 
@@ -83,7 +83,7 @@ async def test_a_decision_resumes_a_waiting_run_here_once() -> None:
 
 async def test_unknown_runs_and_targets_are_refused_before_anything_is_recorded() -> None:
     runtime, _ = guarded()
-    service = MailboxService(runtime, FAST)
+    service = MailboxService(runtime=runtime, config=FAST)
     with pytest.raises(InvalidResume, match="run nope not found"):
         await service.decide("nope", APPROVE)
     waiting = await service.submit(go())
@@ -96,7 +96,10 @@ async def test_a_run_waiting_live_takes_over_a_decision_recorded_by_another_proc
     store = MemoryStore()
     holder_runtime, tool = guarded(store)
     other_runtime, other_tool = guarded(store)
-    holder, other = MailboxService(holder_runtime, FAST), MailboxService(other_runtime, FAST)
+    holder, other = (
+        MailboxService(runtime=holder_runtime, config=FAST),
+        MailboxService(runtime=other_runtime, config=FAST),
+    )
     results: list[AgentRunResult] = []
 
     async def hold() -> None:
@@ -123,7 +126,7 @@ async def test_startup_recovery_runs_queued_work_and_requeues_expired_claims() -
     )
     assert expired is not None and expired.status == "claimed"
 
-    async with serving(MailboxService(runtime, FAST)):
+    async with serving(MailboxService(runtime=runtime, config=FAST)):
         await until(lambda: _status(runtime, waiting.run_id, "done"))
         await until(lambda: _row_status(runtime, expired.dispatch_id, "acked"))
     assert len(tool.calls) == 1
@@ -146,14 +149,14 @@ async def test_a_dead_local_owner_is_requeued_at_once() -> None:
     )
     assert held is not None
 
-    done = await MailboxService(runtime, FAST).decide(waiting.run_id, APPROVE)
+    done = await MailboxService(runtime=runtime, config=FAST).decide(waiting.run_id, APPROVE)
 
     assert done is not None and done.status == "completed" and len(tool.calls) == 1
 
 
 async def test_cancel_ends_a_run_waiting_in_the_store() -> None:
     runtime, tool = guarded()
-    service = MailboxService(runtime, FAST)
+    service = MailboxService(runtime=runtime, config=FAST)
     waiting = await service.submit(go())
 
     assert await service.cancel(waiting.run_id)
@@ -190,7 +193,7 @@ class AppendsAfterARead(MemoryStore):
 async def test_a_cancel_racing_another_writers_append_still_cancels() -> None:
     store = AppendsAfterARead()
     runtime, tool = guarded(store)
-    service = MailboxService(runtime, FAST)
+    service = MailboxService(runtime=runtime, config=FAST)
     waiting = await service.submit(go())
     store.armed = True
 
@@ -210,7 +213,7 @@ async def test_a_cancel_racing_another_writers_append_still_cancels() -> None:
 
 async def test_a_second_run_on_a_held_thread_is_refused() -> None:
     runtime, _ = guarded()
-    service = MailboxService(runtime, FAST)
+    service = MailboxService(runtime=runtime, config=FAST)
     await runtime.store.mailbox.enqueue_and_claim(
         RunDispatch(dispatch_id=new_id(), thread_id="t", run_id="r0"), "someone", 60_000, now_ms()
     )

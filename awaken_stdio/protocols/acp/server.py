@@ -156,7 +156,7 @@ class AcpServer:
         old = self.sessions.pop(record.session_id, None)
         if old is not None:
             await self._shut(app, old)
-        session = Session(record, app.agent_for(record))
+        session = Session(record=record, agent_id=app.agent_for(record))
         self.sessions[record.session_id] = session
         app.session_hosts[session.id] = lambda: self.host_context(session)
         if mcp_servers:

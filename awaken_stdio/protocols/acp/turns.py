@@ -245,7 +245,9 @@ class Turns:
                 asked = ticket.suspension if ticket else None
                 unknown = (asked.message or "") if asked and asked.action == OUTCOME_UNKNOWN_ACTION else None
                 preview = asked.preview if asked else None
-                suspended.append(Question(event.id, name, args, unknown, preview))
+                suspended.append(
+                    Question(call_id=event.id, tool_name=name, arguments=args, unknown=unknown, preview=preview)
+                )
             elif type(event) is RunFinish and event.termination.type == "suspended" and suspended:
                 turn.to_ask = (event.run_id, list(suspended))
                 suspended.clear()
@@ -259,7 +261,7 @@ class Turns:
             if turn.to_ask is None:
                 return
             (run_id, calls), turn.to_ask = turn.to_ask, None
-            turn.ask = ask = Ask(run_id, [c.call_id for c in calls])
+            turn.ask = ask = Ask(run_id=run_id, call_ids=[c.call_id for c in calls])
             assert turn.tasks is not None
             turn.tasks.start_soon(self._ask_live, app, session, turn, ask, calls, descriptors(app))
 
@@ -368,7 +370,7 @@ class Turns:
             calls = [
                 Question.of(t, await app.preview(run, t, host), unknown=t.tool_call_id in unknown) for t in tickets
             ]
-            ask = Ask(run.run_id, [t.tool_call_id for t in tickets])
+            ask = Ask(run_id=run.run_id, call_ids=[t.tool_call_id for t in tickets])
             decisions: Decisions | None = None
             unanswered: Unanswered | None = None
             async with anyio.create_task_group() as watch:

@@ -36,7 +36,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
     """What the door lets in: ``token`` (None: no token asked, loopback only), the host names clients may use
     besides loopback ones, the extra origins a browser page may come from, and the largest body."""
