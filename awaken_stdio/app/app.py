@@ -133,7 +133,9 @@ class App:
         that is not one of the run's pending calls raises ``DecisionTargetNotFound``.
         """
         await self.loading.settle()
-        return await self.mailbox.decide(run_id, decisions, sink, context, origin, on_waiting)
+        return await self.mailbox.decide(
+            run_id, decisions, sink=sink, context=context, origin=origin, on_waiting=on_waiting
+        )
 
     async def waiting_run(self, run_id: str) -> RunRecord:
         """The run, waiting for decisions (its pending calls in ``waiting``); else ``InvalidResume``: unknown, or

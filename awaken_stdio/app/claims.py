@@ -83,7 +83,9 @@ def owner_is_dead(owner: str) -> bool:
 async def requeue_dead(mailbox: MailboxStore, d: RunDispatch, now: int) -> None:
     """Requeue a claim whose owner process died (:func:`owner_is_dead`) at once, not when its lease lapses."""
     try:
-        await mailbox.nack(d.dispatch_id, d.claim_token or "", now, f"owner {d.claimed_by} died", now)
+        await mailbox.nack(
+            d.dispatch_id, d.claim_token or "", retry_at=now, error=f"owner {d.claimed_by} died", now=now
+        )
     except VersionConflict:
         pass  # someone else requeued it first
 
@@ -139,7 +141,14 @@ async def record_outcome(mailbox: MailboxStore, held: Held, result: AgentRunResu
         return
     status = "waiting" if result.status == "waiting" else "done"
     await mailbox.record_run_result(
-        d.dispatch_id, held.token, status, result.termination, result.response, None, now, ack=ack
+        d.dispatch_id,
+        held.token,
+        run_status=status,
+        termination=result.termination,
+        response=result.response,
+        error=None,
+        now=now,
+        ack=ack,
     )
 
 
@@ -150,11 +159,19 @@ async def settle_failure(mailbox: MailboxStore, held: Held, exc: Exception, kind
     error = str(exc) or type(exc).__name__
     try:
         await mailbox.record_run_result(
-            d.dispatch_id, held.token, "done", TerminationReason.error(error), None, error, now
+            d.dispatch_id,
+            held.token,
+            run_status="done",
+            termination=TerminationReason.error(error),
+            response=None,
+            error=error,
+            now=now,
         )
         if kind == "transient":
             held.settled = True
-            await mailbox.nack(d.dispatch_id, held.token, now + retry_delay_ms(d.attempt_count + 1), error, now)
+            await mailbox.nack(
+                d.dispatch_id, held.token, retry_at=now + retry_delay_ms(d.attempt_count + 1), error=error, now=now
+            )
         elif kind == "permanent":
             held.settled = True
             await mailbox.dead_letter(d.dispatch_id, held.token, error, now)

@@ -213,7 +213,9 @@ class MailboxService:
             if target not in targets:
                 raise DecisionTargetNotFound(target)
         await refuse_blind_reruns(self.mailbox, self.runtime.store, record, decisions)
-        return await self._control("decide", record, decisions, sink, context, origin, on_waiting)
+        return await self._control(
+            "decide", record, decisions=decisions, sink=sink, context=context, origin=origin, on_waiting=on_waiting
+        )
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a run wherever it is: live here, held by another process, or waiting in the store."""
@@ -431,7 +433,7 @@ class MailboxService:
             return
         with anyio.CancelScope(shield=True):  # the claim moves in the store and here together, or not at all
             moved = await self.mailbox.transfer_claim(
-                held.dispatch.dispatch_id, held.token, dispatch_id, self.config.lease_ms, now_ms()
+                held.dispatch.dispatch_id, held.token, to_id=dispatch_id, lease_ms=self.config.lease_ms, now=now_ms()
             )
             if moved is not None:
                 held.dispatch, held.waiting = moved, False
@@ -512,7 +514,9 @@ class MailboxService:
             # a decision taken over while the run waits, reads them as they are then (a handoff may have moved on).
             loaded, held.loaded = held.loaded, None
             seen, held.seen = held.seen, None
-            result = await self._perform(d, sink, held.activation, seen, held.settle, loaded)
+            result = await self._perform(
+                d, sink, activation=held.activation, seen=seen, settle=held.settle, loaded=loaded
+            )
         except Fenced as exc:  # paused or cut off past the lease: the run is another holder's, write nothing
             log.warning("mailbox: dispatch %s: %s", d.dispatch_id, exc)
             held.lost = True

@@ -302,10 +302,12 @@ class ObservabilityPlugin(Plugin):
             del self._threads[run.thread_id]
         cut = error_type or ("cancelled" if status == "cancelled" else _OTHER)
         if run.chat is not None:
-            self._finish_inference(run_id, run, run.chat, None, (), cut, message)
+            self._finish_inference(run_id, run, open_=run.chat, usage=None, reasons=(), error_type=cut, message=message)
         for call_id, open_ in list(run.tools.items()):
             tool_status: ToolStatus = "cancelled" if status == "cancelled" else "error"
-            self._finish_tool(run_id, run, call_id, open_, tool_status, cut, message)
+            self._finish_tool(
+                run_id, run, call_id=call_id, open_=open_, status=tool_status, error_type=cut, message=message
+            )
         if run.span is not None:
             span = run.span
             span.set_attribute("awaken.run.status", status)
@@ -373,7 +375,9 @@ class ObservabilityPlugin(Plugin):
             return
         response = ctx.response
         reasons = (response.stop_reason,) if response.stop_reason else ()
-        self._finish_inference(ctx.run_id, run, run.chat, response.usage, reasons, None, "")
+        self._finish_inference(
+            ctx.run_id, run, open_=run.chat, usage=response.usage, reasons=reasons, error_type=None, message=""
+        )
 
     def _finish_inference(
         self,
@@ -445,10 +449,20 @@ class ObservabilityPlugin(Plugin):
         result = ctx.tool_result
         if result is not None and result.is_error:
             message = (result.message or "")[:200]
-            self._finish_tool(ctx.run_id, run, ctx.tool_call_id, open_, "error", _tool_error_type(result), message)
+            self._finish_tool(
+                ctx.run_id,
+                run,
+                call_id=ctx.tool_call_id,
+                open_=open_,
+                status="error",
+                error_type=_tool_error_type(result),
+                message=message,
+            )
         else:
             status: ToolStatus = "pending" if result is not None and result.is_pending else "success"
-            self._finish_tool(ctx.run_id, run, ctx.tool_call_id, open_, status, None, "")
+            self._finish_tool(
+                ctx.run_id, run, call_id=ctx.tool_call_id, open_=open_, status=status, error_type=None, message=""
+            )
 
     def _finish_tool(
         self,

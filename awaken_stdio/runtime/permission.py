@@ -229,7 +229,9 @@ class PermissionPlugin(Plugin):
         if mode == "plan" and not (descriptor is not None and descriptor.read_only):
             message = f"Tool '{name}' is not available in plan mode: only read-only tools run until plan mode ends."
             return SetResult(result=ToolResult.error(name, message))
-        decision = await self.decide(name, ctx.tool_args, descriptor, ctx.cwd, ctx.agent, mode)
+        decision = await self.decide(
+            name, ctx.tool_args, descriptor=descriptor, cwd=ctx.cwd, agent=ctx.agent, mode=mode
+        )
         if decision.behavior == "deny":
             return Block(reason=f"Tool '{name}' denied by permission rules")
         if decision.behavior == "ask":

@@ -215,13 +215,16 @@ class SqlStore(BaseStore, Store):
     async def claim_for_run(
         self, dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, *, queue_if_busy: bool = True
     ) -> tuple[RunDispatch | None, ThreadForRun | None]:
-        claim, thread_id = enqueue_and_claim_op(dispatch, consumer, lease_ms, now, queue_if_busy), dispatch.thread_id
+        claim, thread_id = (
+            enqueue_and_claim_op(dispatch, consumer, lease_ms=lease_ms, now=now, queue_if_busy=queue_if_busy),
+            dispatch.thread_id,
+        )
         held, known, last = self._held(thread_id)
 
         async def both(tx: Tx) -> tuple[RunDispatch | Refused | None, _Read | None]:
             row = await claim(table_in(tx, self.dialect))
             mine = isinstance(row, RunDispatch) and row.claimed_for(consumer)
-            return row, await self._read_thread(tx, thread_id, known, last, True) if mine else None
+            return row, await self._read_thread(tx, thread_id, known=known, last=last, effects=True) if mine else None
 
         row, read = await self._write(both)
         if isinstance(row, Refused):
@@ -232,7 +235,7 @@ class SqlStore(BaseStore, Store):
 
     async def _load(self, thread_id: str, effects: bool) -> ThreadForRun:
         held, known, last = self._held(thread_id)
-        read = await self._read(lambda tx: self._read_thread(tx, thread_id, known, last, effects))
+        read = await self._read(lambda tx: self._read_thread(tx, thread_id, known=known, last=last, effects=effects))
         return await self._thread_read(thread_id, held, known, read)
 
     def _held(self, thread_id: str) -> tuple[list[Message], int, str | None]:
@@ -344,7 +347,7 @@ class SqlStore(BaseStore, Store):
                 for mark in cp.marks:
                     await table.effect_put(mark)
             if cp.settle is not None:
-                await settle_in(tx, self.dialect, cp.settle, cp.run, now)
+                await settle_in(tx, self.dialect, settle=cp.settle, run=cp.run, now=now)
 
         await self._write(write)
         held = self._threads.get(cp.thread_id)

@@ -309,7 +309,9 @@ class FileStore(BaseStore, Store):
 
     async def list_threads(self, *, limit: int = 100, cursor: str | None = None) -> Page[ThreadRecord]:
         threads = await self._run(self._list_threads)
-        return page_newest_first(threads, lambda t: (t.updated_at, t.thread_id), "threads", limit, cursor)
+        return page_newest_first(
+            threads, lambda t: (t.updated_at, t.thread_id), kind="threads", limit=limit, cursor=cursor
+        )
 
     def _delete_thread(self, thread_id: str) -> None:
         d = self._thread_dir(thread_id)
@@ -369,7 +371,7 @@ class FileStore(BaseStore, Store):
         runs = await self._run(self._thread_runs, thread_id)
         if statuses is not None:
             runs = [r for r in runs if r.status in statuses]
-        return page_newest_first(runs, lambda r: (r.updated_at, r.run_id), "runs", limit, cursor)
+        return page_newest_first(runs, lambda r: (r.updated_at, r.run_id), kind="runs", limit=limit, cursor=cursor)
 
     # -- profiles --------------------------------------------------------------------------------------------
 
@@ -423,7 +425,9 @@ class FileStore(BaseStore, Store):
     ) -> Page[SessionRecord]:
         found = await self._run(lambda: list(_json_files(self.root / "sessions")))
         sessions = [s for s in map(session_from_json, found) if cwd is None or s.cwd == cwd]
-        return page_newest_first(sessions, lambda s: (s.updated_at, s.session_id), "sessions", limit, cursor)
+        return page_newest_first(
+            sessions, lambda s: (s.updated_at, s.session_id), kind="sessions", limit=limit, cursor=cursor
+        )
 
     async def delete_session(self, session_id: str) -> None:
         await self._run(self._session_path(session_id).unlink, True)

@@ -167,7 +167,15 @@ async def settle_with(t: MailboxTable, settle: DispatchSettle, run: RunRecord, n
     waiting = run.status == "waiting"
     ack = not waiting or settle.ack_if_waiting
     termination = TerminationReason.suspended() if waiting else run.termination
-    _run_result(d, "waiting" if waiting else "done", termination, run.response, None, now, ack)
+    _run_result(
+        d,
+        "waiting" if waiting else "done",
+        termination=termination,
+        response=run.response,
+        error=None,
+        now=now,
+        ack=ack,
+    )
     await _put(t, d)
     settle.settled, settle.acked = True, ack
 
@@ -220,7 +228,7 @@ def enqueue_and_claim_op(
             if busy and not queue_if_busy:
                 return None
             if not busy:
-                _claim(row, new_id(), consumer, lease_ms, now)
+                _claim(row, new_id(), consumer=consumer, lease_ms=lease_ms, now=now)
                 row.dispatch_instance_id, row.run_status = consumer, "running"
         row.validate()
         await t.insert(row)
@@ -275,7 +283,9 @@ class MailboxBase(MailboxStore):
     async def enqueue_and_claim(
         self, dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, *, queue_if_busy: bool = True
     ) -> RunDispatch | None:
-        row = await self._change(enqueue_and_claim_op(dispatch, consumer, lease_ms, now, queue_if_busy))
+        row = await self._change(
+            enqueue_and_claim_op(dispatch, consumer, lease_ms=lease_ms, now=now, queue_if_busy=queue_if_busy)
+        )
         if row is not None and row.status == "queued":
             await self._nudge()  # a decision (or work) for whoever holds the thread
         return row
@@ -293,7 +303,7 @@ class MailboxBase(MailboxStore):
             ready = [r for r in rows if r.status == "queued" and r.available_at <= now][:limit]
             token = new_id()
             for r in ready:
-                _claim(r, token, consumer, lease_ms, now)
+                _claim(r, token, consumer=consumer, lease_ms=lease_ms, now=now)
                 await _put(t, r)
             return ready
 
@@ -310,7 +320,7 @@ class MailboxBase(MailboxStore):
                 return None
             if await t.thread_rows(d.thread_id, ("claimed",), 1):
                 return None
-            _claim(d, new_id(), consumer, lease_ms, now)
+            _claim(d, new_id(), consumer=consumer, lease_ms=lease_ms, now=now)
             return await _put(t, d)
 
         return await self._change(op)
@@ -332,7 +342,7 @@ class MailboxBase(MailboxStore):
             consumer = src.claimed_by or ""
             _finish(src, "acked", now)
             await _put(t, src)
-            _claim(dst, new_id(), consumer, lease_ms, now)
+            _claim(dst, new_id(), consumer=consumer, lease_ms=lease_ms, now=now)
             # started with its claim, as enqueue_and_claim starts a row: its holder runs it at once
             dst.clear_projection()
             dst.dispatch_instance_id, dst.run_status = consumer, "running"
@@ -383,7 +393,7 @@ class MailboxBase(MailboxStore):
         ack: bool = False,
     ) -> RunDispatch:
         def result(d: RunDispatch) -> None:
-            _run_result(d, run_status, termination, response, error, now, ack)
+            _run_result(d, run_status, termination=termination, response=response, error=error, now=now, ack=ack)
 
         return await self._settle(dispatch_id, claim_token, now, result)
 

@@ -148,7 +148,7 @@ class MemoryStore(BaseStore, Store):
     async def list_threads(self, *, limit: int = 100, cursor: str | None = None) -> Page[ThreadRecord]:
         self._check_open()
         page = page_newest_first(
-            self._threads.values(), lambda t: (t.updated_at, t.thread_id), "threads", limit, cursor
+            self._threads.values(), lambda t: (t.updated_at, t.thread_id), kind="threads", limit=limit, cursor=cursor
         )
         return Page(items=[copy_thread(t) for t in page.items], next_cursor=page.next_cursor)
 
@@ -201,7 +201,7 @@ class MemoryStore(BaseStore, Store):
         )
         if statuses is not None:
             runs = [r for r in runs if r.status in statuses]
-        page = page_newest_first(runs, _run_key, "runs", limit, cursor)
+        page = page_newest_first(runs, _run_key, kind="runs", limit=limit, cursor=cursor)
         return Page(items=[copy_run(r) for r in page.items], next_cursor=page.next_cursor)
 
     # -- profiles --------------------------------------------------------------------------------------------
@@ -244,7 +244,9 @@ class MemoryStore(BaseStore, Store):
     ) -> Page[SessionRecord]:
         self._check_open()
         sessions = [s for s in self._sessions.values() if cwd is None or s.cwd == cwd]
-        page = page_newest_first(sessions, lambda s: (s.updated_at, s.session_id), "sessions", limit, cursor)
+        page = page_newest_first(
+            sessions, lambda s: (s.updated_at, s.session_id), kind="sessions", limit=limit, cursor=cursor
+        )
         return Page(items=[copy_session(s) for s in page.items], next_cursor=page.next_cursor)
 
     async def delete_session(self, session_id: str) -> None:

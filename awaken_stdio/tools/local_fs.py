@@ -21,6 +21,7 @@ import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, Protocol
 
@@ -152,7 +153,8 @@ class LocalFileSystem(FileSystem):
         limit: int,
         gitignore_from: Path | None = None,
     ) -> list[SearchHit]:
-        return await anyio.to_thread.run_sync(_search, root, regex, glob, limit, gitignore_from, abandon_on_cancel=True)
+        search = partial(_search, root, regex, glob=glob, limit=limit, gitignore_from=gitignore_from)
+        return await anyio.to_thread.run_sync(search, abandon_on_cancel=True)
 
 
 # An open directory: a descriptor, or without ``dir_fd`` support its path (checked, then used, by name).

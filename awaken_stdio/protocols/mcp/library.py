@@ -99,7 +99,9 @@ class Library:
 
     async def complete(self, params: dict[str, Any], request: Request) -> dict[str, Any]:
         p = CompleteParams.model_validate(params)
-        completion = await complete(self.prompts, self.resources, p.ref, p.argument.name, p.argument.value)
+        completion = await complete(
+            self.prompts, self.resources, ref=p.ref, name=p.argument.name, value=p.argument.value
+        )
         return {"completion": completion}
 
     async def _notify_updated(self, uri: str) -> None:

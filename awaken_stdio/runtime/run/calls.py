@@ -53,7 +53,7 @@ async def commit_call(run: RunState, outcome: CallResult, *, resumed: bool = Fal
         ticket = result.suspension or default_ticket(call)
         await run.commit(outcome.command)
         message = result.message or f"Tool '{call.name}' suspended: awaiting decision"
-        await suspend_call(run, call, ticket, message, result.metadata)
+        await suspend_call(run, call, ticket=ticket, message=message, metadata=result.metadata)
         return
     status = "failed" if result.is_error else "succeeded"
     previous = run.tool_states().get(call.id)

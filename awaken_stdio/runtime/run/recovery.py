@@ -51,6 +51,6 @@ async def recover_effects(run: RunState) -> set[str]:
             pending=PendingToolCall(id=f"perm_{call.id}", name="permission_confirm", arguments=call.arguments),
             resume_mode="replay_tool_call",
         )
-        await suspend_call(run, call, ticket, message, {"unknown_after_crash": True})
+        await suspend_call(run, call, ticket=ticket, message=message, metadata={"unknown_after_crash": True})
         run.reasked = True
     return {e.decision_id for e in effects if e.decision_id}

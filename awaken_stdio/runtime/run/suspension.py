@@ -175,7 +175,9 @@ async def replay(run: RunState, targets: list[str]) -> TerminationReason | None:
             await suspend_call(run, call, decision.ticket, AWAITING_APPROVAL.format(call.name))
             continue
         if isinstance(decision, SetResult):
-            outcome = await after_tool(run, call, tool, decision.result, StateCommand(), state.resume_input)
+            outcome = await after_tool(
+                run, call, tool=tool, result=decision.result, command=StateCommand(), resume=state.resume_input
+            )
         elif (again := await changed_since_shown(run, call, tool, state)) is not None:
             await suspend_call(run, call, again, again.suspension.message)  # never blind: the new diff is asked
             continue

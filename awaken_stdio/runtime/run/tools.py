@@ -109,7 +109,9 @@ async def run_tools(run: RunState, calls: tuple[ToolCall, ...] | list[ToolCall])
         elif isinstance(decision, Suspend):
             await suspend_call(run, call, decision.ticket, AWAITING_APPROVAL.format(call.name))
         else:
-            await commit_call(run, await after_tool(run, call, tool, decision.result, StateCommand()))
+            await commit_call(
+                run, await after_tool(run, call, tool=tool, result=decision.result, command=StateCommand())
+            )
     await flush()
     return _fatal_end(run)
 
@@ -150,7 +152,7 @@ async def invoke(
         raise
     if started and done.result.is_pending:  # no result reaches the conversation: the mark settles the call
         await _effect_finished(run, call, done.result)
-    outcome = await after_tool(run, call, tool, done.result, done.command, resume)
+    outcome = await after_tool(run, call, tool=tool, result=done.result, command=done.command, resume=resume)
     outcome.fatal = done.fatal
     return outcome
 
@@ -244,7 +246,7 @@ async def _effect_finished(run: RunState, call: ToolCall, result: ToolResult | N
     if run.ledger is not None:
         data = result.to_json() if result is not None else None
         with anyio.CancelScope(shield=True):
-            await run.ledger.effect_finished(run.thread_id, call.id, data, now_ms(), run.fence)
+            await run.ledger.effect_finished(run.thread_id, call.id, result=data, now=now_ms(), fence=run.fence)
 
 
 async def after_tool(

@@ -134,7 +134,7 @@ async def edit_file(
         new_text: The text to put in its place.
         replace_all: Replace every occurrence instead of exactly one.
     """
-    plan = await _plan_edit(ctx, path, old_text, new_text, replace_all)
+    plan = await _plan_edit(ctx, path, old_text=old_text, new_text=new_text, replace_all=replace_all)
     plan.check_shown(ctx)
     await plan.fs.write_text(plan.real, plan.new)
     lines = plan.replaced_lines
@@ -147,7 +147,7 @@ async def edit_file(
 async def _preview_edit(
     ctx: ToolCallContext, path: str, old_text: str, new_text: str, replace_all: bool = False
 ) -> ToolPreview:
-    return (await _plan_edit(ctx, path, old_text, new_text, replace_all)).preview(ctx)
+    return (await _plan_edit(ctx, path, old_text=old_text, new_text=new_text, replace_all=replace_all)).preview(ctx)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
