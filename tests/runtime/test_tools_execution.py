@@ -252,7 +252,7 @@ async def test_a_gate_suspension_does_not_stop_later_calls() -> None:
 def decisions(tool: str) -> dict[str, GateDecision]:
     return {
         "block": Block(reason="not allowed"),
-        "suspend": SuspendDecision(permission_ticket("c1", tool, {})),
+        "suspend": SuspendDecision(ticket=permission_ticket("c1", tool, {})),
         "set": SetResult(result=ToolResult.success(tool, "canned")),
     }
 
@@ -352,7 +352,7 @@ async def test_an_intercepted_call_is_regated_after_the_allowed_calls_before_it_
 
         async def gate(self, ctx: PhaseContext) -> GateDecision | None:
             if ctx.tool_name == "target" and ctx.state(COUNTER) == 0:
-                return SuspendDecision(permission_ticket(ctx.tool_call_id or "", "target", {}))
+                return SuspendDecision(ticket=permission_ticket(ctx.tool_call_id or "", "target", {}))
             return None
 
     target = FnTool("target")

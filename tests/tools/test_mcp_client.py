@@ -482,7 +482,9 @@ def test_server_stderr_never_reaches_stdout() -> None:
         from awaken_stdio.tools.mcp import McpServerSpec, open_mcp_toolsets
 
         async def main():
-            spec = McpServerSpec("noisy", "stdio", command=sys.executable, args=({str(SERVER)!r}, "--noisy"))
+            spec = McpServerSpec(
+                name="noisy", transport="stdio", command=sys.executable, args=({str(SERVER)!r}, "--noisy")
+            )
             async with open_mcp_toolsets([spec]) as toolsets:
                 assert toolsets.status("noisy").state == "ready", toolsets.statuses()
 
