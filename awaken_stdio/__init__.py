@@ -15,7 +15,7 @@ Example::
         return a + b
 
     model = ScriptedModel({"turns": [{"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}, {"text": "5"}]})
-    runtime = AgentRuntime(agents=[AgentSpec("calc", model="m")], models={"m": model}, tools=[add])
+    runtime = AgentRuntime(agents=[AgentSpec(id="calc", model="m")], models={"m": model}, tools=[add])
 """
 
 # The TYPE_CHECKING imports below re-export the lazily loaded names of ``__all__`` (built from ``_EXPORTS``).

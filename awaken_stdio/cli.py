@@ -284,7 +284,7 @@ async def _stale(preview: ToolPreview) -> str | None:
 async def _sessions_list(args: argparse.Namespace, store: Store) -> int:
     from awaken_stdio.app.sessions import Sessions
 
-    page = await Sessions(store).list(cwd=args.cwd, limit=args.limit)
+    page = await Sessions(store=store).list(cwd=args.cwd, limit=args.limit)
     if args.json:
         _print_json([session_json(s) for s in page.items])
         return 0
@@ -299,7 +299,7 @@ async def _sessions_list(args: argparse.Namespace, store: Store) -> int:
 async def _sessions_show(args: argparse.Namespace, store: Store) -> int:
     from awaken_stdio.app.sessions import Sessions
 
-    sessions = Sessions(store)
+    sessions = Sessions(store=store)
     session = _found(await sessions.load(args.id), f"session {args.id}")
     for key, value in session_json(session).items():
         _print_field(key, value)
@@ -317,7 +317,7 @@ async def _sessions_show(args: argparse.Namespace, store: Store) -> int:
 async def _sessions_delete(args: argparse.Namespace, store: Store) -> int:
     from awaken_stdio.app.sessions import Sessions
 
-    _found(await Sessions(store).delete(args.id), f"session {args.id}")
+    _found(await Sessions(store=store).delete(args.id), f"session {args.id}")
     print(f"deleted session {args.id}", file=sys.stderr)
     return 0
 

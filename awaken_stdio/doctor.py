@@ -24,7 +24,7 @@ MCP_TIMEOUT_S = 10.0  # doctor's own limit per MCP server: a server's timeout_s 
 Progress = Callable[[str], None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
     name: str
     ok: bool
@@ -48,11 +48,11 @@ async def checks(
     try:
         settings = load_settings(config, store)
     except AwakenError as exc:
-        yield Check("config", False, str(exc), looked)
+        yield Check(name="config", ok=False, detail=str(exc), notes=looked)
         return
     loaded = settings.loaded
     detail = str(loaded.path) if loaded.path else "no config file: defaults from the environment"
-    yield Check("config", True, detail, looked)
+    yield Check(name="config", ok=True, detail=detail, notes=looked)
     yield await _check_store(settings.store_url)
     for check in _check_tool_modules(loaded):
         yield check
@@ -62,7 +62,7 @@ async def checks(
         yield check
     missing = missing_agent(loaded.file)
     if missing is not None:
-        yield Check("agents", False, missing)
+        yield Check(name="agents", ok=False, detail=missing)
     yield _check_serve_token()
 
 
@@ -71,7 +71,7 @@ def _check_serve_token() -> Check:
     from awaken_stdio.protocols.http.token import describe_token
 
     ok, detail = describe_token()
-    return Check("serve token", ok, detail)
+    return Check(name="serve token", ok=ok, detail=detail)
 
 
 def _config_places(config: str | None) -> tuple[str, ...]:
@@ -102,8 +102,8 @@ async def _check_store(url: str) -> Check:
         async with open_store(url) as store:
             version = getattr(store, "schema_version", None)
     except AwakenError as exc:
-        return Check("store", False, str(exc))
-    return Check("store", True, url if version is None else f"{url} (schema version {version})")
+        return Check(name="store", ok=False, detail=str(exc))
+    return Check(name="store", ok=True, detail=url if version is None else f"{url} (schema version {version})")
 
 
 def _check_tool_modules(loaded: LoadedConfig) -> list[Check]:
@@ -118,11 +118,15 @@ def _check_tool_modules(loaded: LoadedConfig) -> list[Check]:
         try:
             found = tools_from_module(name, loaded.base_dir)
         except AwakenError as exc:
-            checks.append(Check(f"tools module {name}", False, str(exc)))
+            checks.append(Check(name=f"tools module {name}", ok=False, detail=str(exc)))
             continue
         where = getattr(sys.modules.get(name), "__file__", None) or "namespace package"
         checks.append(
-            Check(f"tools module {name}", True, f"{len(found)} tool{'' if len(found) == 1 else 's'} ({where})")
+            Check(
+                name=f"tools module {name}",
+                ok=True,
+                detail=f"{len(found)} tool{'' if len(found) == 1 else 's'} ({where})",
+            )
         )
     return checks
 
@@ -142,10 +146,12 @@ async def _check_models(loaded: LoadedConfig, progress: Progress) -> AsyncIterat
                 script = create_executor(spec, loaded.base_dir)
                 assert isinstance(script, ScriptedModel)
                 turns = len(script.script.turns)
-                yield Check(name, True, f"scripted, {turns} turn{'' if turns == 1 else 's'}")
+                yield Check(name=name, ok=True, detail=f"scripted, {turns} turn{'' if turns == 1 else 's'}")
                 continue
             if model.provider == "mcp_sampling":
-                yield Check(name, True, "the MCP client's model, in `awaken-stdio mcp` when the client samples")
+                yield Check(
+                    name=name, ok=True, detail="the MCP client's model, in `awaken-stdio mcp` when the client samples"
+                )
                 continue
             progress(f"checking {name} at its endpoint (gives up after {MODEL_TIMEOUT_S:g} s)...")
             executor = load_provider(spec, loaded.base_dir)
@@ -154,9 +160,9 @@ async def _check_models(loaded: LoadedConfig, progress: Progress) -> AsyncIterat
             finally:
                 await executor.aclose()
         except AwakenError as exc:
-            yield Check(name, False, str(exc))
+            yield Check(name=name, ok=False, detail=str(exc))
         else:
-            yield Check(name, True, detail)
+            yield Check(name=name, ok=True, detail=detail)
 
 
 async def _check_mcp_servers(loaded: LoadedConfig, progress: Progress) -> list[Check]:
@@ -175,12 +181,12 @@ async def _check_mcp_servers(loaded: LoadedConfig, progress: Progress) -> list[C
         async with open_mcp_toolsets(specs, restart=RestartPolicy(max_failures=0)) as toolsets:
             statuses = toolsets.statuses()
     except AwakenError as exc:
-        return [Check("mcp servers", False, str(exc))]
+        return [Check(name="mcp servers", ok=False, detail=str(exc))]
     checks = []
     for status in statuses:
         name = f"mcp server {status.name}"
         if status.state == "ready":
-            checks.append(Check(name, True, f"{len(status.tools)} tools"))
+            checks.append(Check(name=name, ok=True, detail=f"{len(status.tools)} tools"))
         else:
-            checks.append(Check(name, False, status.error or status.state))
+            checks.append(Check(name=name, ok=False, detail=status.error or status.state))
     return checks

@@ -52,7 +52,7 @@ def runtime(store: Store, *, read_only: bool, delay_ms: int) -> AgentRuntime:
     ]  # fmt: skip
     turns.append({"text": "All done.", "delay_ms": delay_ms})
     return AgentRuntime(
-        agents=[AgentSpec("bench", model="m", max_rounds=TURNS + 1)],
+        agents=[AgentSpec(id="bench", model="m", max_rounds=TURNS + 1)],
         models={"m": ScriptedModel({"turns": turns})},
         tools=[lookup_read_only if read_only else lookup_bare],
         store=store,

@@ -43,7 +43,7 @@ SCRIPT = {"turns": [{"tool_calls": [{"name": "guarded", "arguments": {"n": 1}, "
 
 
 class Guarded(Tool):
-    descriptor = ToolDescriptor("guarded", "A tool that needs approval.")
+    descriptor = ToolDescriptor(name="guarded", description="A tool that needs approval.")
 
     async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> Any:
         return "ok"
@@ -61,13 +61,23 @@ class Ask(Plugin):
         if ctx.resume_input is not None:
             return None
         call_id = ctx.tool_call_id or ""
-        suspension = Suspension(f"perm_{call_id}", "tool:PermissionConfirm", "Permission required", ctx.tool_args)
-        return Suspend(SuspendTicket(suspension, PendingToolCall(f"perm_{call_id}", "permission_confirm", None)))
+        suspension = Suspension(
+            id=f"perm_{call_id}",
+            action="tool:PermissionConfirm",
+            message="Permission required",
+            parameters=ctx.tool_args,
+        )
+        return Suspend(
+            ticket=SuspendTicket(
+                suspension=suspension,
+                pending=PendingToolCall(id=f"perm_{call_id}", name="permission_confirm", arguments=None),
+            )
+        )
 
 
 def runtime_on(store: Store) -> AgentRuntime:
     runtime = AgentRuntime(tools=[Guarded()], plugins=[Ask()], store=store)
-    runtime.add_agent(AgentSpec("default", model="m", plugins=["bench_ask"])).add_model("m", ScriptedModel(SCRIPT))
+    runtime.add_agent(AgentSpec(id="default", model="m", plugins=["bench_ask"])).add_model("m", ScriptedModel(SCRIPT))
     return runtime
 
 
@@ -79,7 +89,7 @@ async def cycles_per_second(url: str, concurrency: int, counted: list[float] | N
     """``concurrency`` people approving at once, each on their own threads (SQLite still has one writer).
     ``counted`` gets the SQLite transactions (BEGINs) of one cycle, from ten cycles run after the timed ones."""
     async with open_store(url) as store:
-        service = MailboxService(runtime_on(store), MailboxConfig(dispatch_queued=False))
+        service = MailboxService(runtime=runtime_on(store), config=MailboxConfig(dispatch_queued=False))
 
         async def cycle(i: int) -> None:
             waiting = await service.submit(RunActivation(messages=[Message.user("go")], thread_id=f"cycle-{i}"))
@@ -119,7 +129,12 @@ async def crash_with_waiting_runs(url: str) -> list[str]:
             thread = f"wait-{i}"
             result = await runtime.run(RunActivation(messages=[Message.user("go")], thread_id=thread))
             run_ids.append(result.run_id)
-            held = RunDispatch(new_id(), thread, result.run_id, DispatchRequest("run", sender=owner))
+            held = RunDispatch(
+                dispatch_id=new_id(),
+                thread_id=thread,
+                run_id=result.run_id,
+                request=DispatchRequest(kind="run", sender=owner),
+            )
             await store.mailbox.enqueue_and_claim(held, owner, 600_000, now_ms())
         return run_ids
 
@@ -138,7 +153,7 @@ async def recovery(url: str, run_ids: list[str]) -> tuple[float, float, int]:
     """After the crash: seconds to list every waiting run, seconds until an approved one has finished."""
     started = time.perf_counter()
     async with open_store(url) as store:
-        service = MailboxService(runtime_on(store), MailboxConfig())
+        service = MailboxService(runtime=runtime_on(store), config=MailboxConfig())
         async with anyio.create_task_group() as tg:
             await tg.start(service.run)
             waiting = await list_waiting(store)

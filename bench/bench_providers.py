@@ -32,7 +32,9 @@ EVENTS = 200
 TURNS = 60
 ROUNDS = 5
 WORDS = [f"word{i} " for i in range(EVENTS)]
-REQUEST = InferenceRequest("m", [Message.user("Say two hundred words.")], system="Be brief.", max_output_tokens=1024)
+REQUEST = InferenceRequest(
+    model="m", messages=[Message.user("Say two hundred words.")], system="Be brief.", max_output_tokens=1024
+)
 _KEY = {"OPENAI_API_KEY": "bench", "ANTHROPIC_API_KEY": "bench"}
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_CHUNK_RUNS = 100

@@ -41,7 +41,7 @@ def _runtime(sync: bool = False, store: Store | None = None) -> AgentRuntime:
     turns.append({"text": "All done."})
     model = ScriptedModel({"turns": turns})
     return AgentRuntime(
-        agents=[AgentSpec("bench", model="m", max_rounds=TURNS + 1)],
+        agents=[AgentSpec(id="bench", model="m", max_rounds=TURNS + 1)],
         models={"m": model},
         tools=[lookup_sync if sync else lookup],
         store=store or MemoryStore(),

@@ -34,7 +34,9 @@ _TOOL_OUTPUT = "def handler(request):\n    return respond(request.json())\n" * 8
 def step_messages(step: int) -> list[Message]:
     out: list[Message] = []
     for i in range(STEP_MESSAGES // 2):
-        call = ToolCall(f"call_{step}_{i}", "read_file", {"path": f"src/module_{i}.py", "line": 1, "limit": 200})
+        call = ToolCall(
+            id=f"call_{step}_{i}", name="read_file", arguments={"path": f"src/module_{i}.py", "line": 1, "limit": 200}
+        )
         out.append(Message.assistant(f"Let me look at module {i} to see how requests are handled.", [call]))
         out.append(Message.tool(call.id, _TOOL_OUTPUT))
     return out
@@ -42,10 +44,19 @@ def step_messages(step: int) -> list[Message]:
 
 def step_checkpoint(thread_id: str, step: int, count: int) -> Checkpoint:
     run = RunRecord(
-        f"run-{thread_id}", thread_id, "coder", status="running", steps=step, usage=TokenUsage(1200 * step, 90 * step)
+        run_id=f"run-{thread_id}",
+        thread_id=thread_id,
+        agent_id="coder",
+        status="running",
+        steps=step,
+        usage=TokenUsage(input_tokens=1200 * step, output_tokens=90 * step),
     )
-    state = PersistedState(step, {"__runtime.tool_call_states": {f"call_{step}_0": {"status": "succeeded"}}})
-    return Checkpoint(thread_id, count, step_messages(step), run, state)
+    state = PersistedState(
+        revision=step, extensions={"__runtime.tool_call_states": {f"call_{step}_0": {"status": "succeeded"}}}
+    )
+    return Checkpoint(
+        thread_id=thread_id, expected_message_count=count, messages=step_messages(step), run=run, thread_state=state
+    )
 
 
 def row(benchmark: str, metric: str, value: float, unit: str, **extra: Any) -> dict[str, Any]:

@@ -57,7 +57,7 @@ async def test_runs_list_and_show_read_the_store(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/awaken.db"
     async with open_store(url) as store:
         runtime = AgentRuntime(
-            agents=[AgentSpec("a", model="m")], models={"m": ScriptedModel({"turns": [{"text": "ok"}]})}, store=store
+            agents=[AgentSpec(id="a", model="m")], models={"m": ScriptedModel({"turns": [{"text": "ok"}]})}, store=store
         )
         result = await runtime.run_to_completion("hello")
     listed = cli("runs", "list", "--json", "--store", url)
@@ -96,7 +96,7 @@ async def _waiting_runs(url: str, cwd: Path, n: int) -> list[str]:
 
     async with open_store(url) as store:
         runtime = AgentRuntime(
-            agents=[AgentSpec("a", model="m")],
+            agents=[AgentSpec(id="a", model="m")],
             models={"m": ScriptedModel(WRITE_SCRIPT)},
             tools=builtin_tools(),
             plugins=[PermissionPlugin(store)],
@@ -145,7 +145,7 @@ async def test_approving_a_run_that_waits_for_no_call_says_what_it_waits_for(tmp
 
     url = f"sqlite:///{tmp_path}/awaken.db"
     async with open_store(url) as store:
-        runtime = AgentRuntime(agents=[AgentSpec("a", model="m")], models={"m": FunctionModel(asks)}, store=store)
+        runtime = AgentRuntime(agents=[AgentSpec(id="a", model="m")], models={"m": FunctionModel(asks)}, store=store)
         waiting = await runtime.run_to_completion(RunActivation(messages=[Message.user("hi")]))
     assert waiting.status == "waiting"
 
@@ -175,12 +175,14 @@ async def test_sessions_list_show_and_delete(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/awaken.db"
     async with open_store(url) as store:
         runtime = AgentRuntime(
-            agents=[AgentSpec("a", model="m")],
+            agents=[AgentSpec(id="a", model="m")],
             models={"m": ScriptedModel({"turns": [{"text": "hi there"}]})},
             store=store,
         )
         result = await runtime.run_to_completion("hello")
-        await store.save_session(SessionRecord("sess_1", result.thread_id, str(tmp_path), title="Greeting"))
+        await store.save_session(
+            SessionRecord(session_id="sess_1", thread_id=result.thread_id, cwd=str(tmp_path), title="Greeting")
+        )
 
     listed = json.loads(cli("sessions", "list", "--json", "--cwd", str(tmp_path), "--store", url).stdout)
     assert [(s["session_id"], s["title"], s["cwd"]) for s in listed] == [("sess_1", "Greeting", str(tmp_path))]
@@ -197,7 +199,7 @@ async def test_global_options_work_before_and_after_the_subcommand(tmp_path: Pat
     url = f"sqlite:///{tmp_path}/awaken.db"
     async with open_store(url) as store:
         runtime = AgentRuntime(
-            agents=[AgentSpec("a", model="m")], models={"m": ScriptedModel({"turns": [{"text": "ok"}]})}, store=store
+            agents=[AgentSpec(id="a", model="m")], models={"m": ScriptedModel({"turns": [{"text": "ok"}]})}, store=store
         )
         run_id = (await runtime.run_to_completion("hello")).run_id
     for args in (
@@ -220,13 +222,15 @@ async def test_run_and_session_ids_accept_a_unique_prefix(tmp_path: Path) -> Non
     url = f"sqlite:///{tmp_path}/awaken.db"
     async with open_store(url) as store:
         runtime = AgentRuntime(
-            agents=[AgentSpec("a", model="m")],
+            agents=[AgentSpec(id="a", model="m")],
             models={"m": ScriptedModel({"turns": [{"text": "ok"}, {"text": "ok"}]})},
             store=store,
         )
         first, second = [(await runtime.run_to_completion("hello")).run_id for _ in range(2)]
         for session_id in ("sess_abc1", "sess_abd2"):
-            await store.save_session(SessionRecord(session_id, f"t_{session_id}", str(tmp_path)))
+            await store.save_session(
+                SessionRecord(session_id=session_id, thread_id=f"t_{session_id}", cwd=str(tmp_path))
+            )
     common = next(i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)  # shared prefix
 
     shown = cli("runs", "show", first[: common + 1], "--json", "--store", url)

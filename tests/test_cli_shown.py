@@ -34,7 +34,7 @@ async def waiting_run(url: str, cwd: Path) -> str:
     """A run waiting for approval of ``write_file x.txt`` (its diff shown on the file as it is now)."""
     async with open_store(url) as store:
         runtime = AgentRuntime(
-            agents=[AgentSpec("a", model="m")],
+            agents=[AgentSpec(id="a", model="m")],
             models={"m": ScriptedModel(SCRIPT)},
             tools=builtin_tools(),
             plugins=[PermissionPlugin(store)],

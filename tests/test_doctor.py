@@ -156,7 +156,7 @@ def test_progress_goes_to_stderr_and_the_checks_to_stdout(tmp_path: Path) -> Non
 async def test_a_missing_server_command_is_not_retried() -> None:
     from awaken_stdio.tools.mcp import McpServerSpec, open_mcp_toolsets
 
-    spec = McpServerSpec("gone", "stdio", command="h4-no-such-mcp-server")
+    spec = McpServerSpec(name="gone", transport="stdio", command="h4-no-such-mcp-server")
     async with open_mcp_toolsets([spec]) as toolsets:
         await anyio.sleep(1.5)  # a restart would come after 0.5 s
         status = toolsets.status("gone")

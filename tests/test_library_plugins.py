@@ -53,7 +53,7 @@ def shout(text: str) -> str:
 def count_myself(text: str) -> ToolOutput:
     """Say the text, counting the call in a plugin's state key."""
     ran.append(text)
-    return ToolOutput(ToolResult.success("count_myself", text), command=StateCommand().update(CALLS, 1))
+    return ToolOutput(result=ToolResult.success("count_myself", text), command=StateCommand().update(CALLS, 1))
 
 
 class Gate(Plugin):
@@ -61,7 +61,7 @@ class Gate(Plugin):
 
     def register(self, r: PluginRegistrar) -> None:
         async def refuse(ctx: PhaseContext) -> Block:
-            return Block(f"{ctx.tool_name} is not allowed")
+            return Block(reason=f"{ctx.tool_name} is not allowed")
 
         r.tool_gate(refuse)
 
@@ -101,11 +101,11 @@ async def states(runtime: AgentRuntime, activation: RunActivation | str) -> tupl
 
 def test_a_plugin_no_agent_names_is_refused_when_the_runtime_is_built() -> None:
     with pytest.raises(ConfigError, match=r"plugin 'gate' is registered but no agent uses it.*plugins=\['gate'\]"):
-        AgentRuntime(agents=[AgentSpec("calc", model="m")], models={"m": calls()}, tools=[shout], plugins=[Gate()])
+        AgentRuntime(agents=[AgentSpec(id="calc", model="m")], models={"m": calls()}, tools=[shout], plugins=[Gate()])
 
 
 async def test_a_plugin_added_later_that_no_agent_names_fails_the_run_before_any_tool_runs() -> None:
-    runtime = AgentRuntime(agents=[AgentSpec("calc", model="m")], models={"m": calls()}, tools=[shout])
+    runtime = AgentRuntime(agents=[AgentSpec(id="calc", model="m")], models={"m": calls()}, tools=[shout])
     runtime.add_plugin(Gate())
 
     with pytest.raises(ConfigError, match="plugin 'gate' is registered but no agent uses it"):
@@ -114,7 +114,7 @@ async def test_a_plugin_added_later_that_no_agent_names_fails_the_run_before_any
 
 
 async def test_a_named_gate_blocks_and_a_named_key_counts() -> None:
-    agent = AgentSpec("calc", model="m", plugins=["gate"])
+    agent = AgentSpec(id="calc", model="m", plugins=["gate"])
     runtime = AgentRuntime(agents=[agent], models={"m": calls()}, tools=[shout], plugins=[Gate()])
 
     result = await runtime.run_to_completion("go")
@@ -153,7 +153,7 @@ async def test_a_config_agent_naming_a_plugin_nobody_registered_fails_naming_bot
 
 
 async def test_changing_an_agents_plugins_after_a_run_applies_to_the_next_run() -> None:
-    agent = AgentSpec("calc", model="m")
+    agent = AgentSpec(id="calc", model="m")
     runtime = AgentRuntime(agents=[agent], models={"m": calls()}, tools=[shout])
     first = await runtime.run_to_completion("go")
 
@@ -173,7 +173,7 @@ async def test_changing_an_agents_plugins_after_a_run_applies_to_the_next_run() 
 
 
 async def test_a_key_of_a_plugin_the_agent_does_not_use_names_the_plugin_and_the_agent() -> None:
-    agents = [AgentSpec("calc", model="m"), AgentSpec("counter", model="m", plugins=["count_calls"])]
+    agents = [AgentSpec(id="calc", model="m"), AgentSpec(id="counter", model="m", plugins=["count_calls"])]
     runtime = AgentRuntime(
         agents=agents, models={"m": calls("count_myself")}, tools=[count_myself], plugins=[CountCalls()]
     )
@@ -186,7 +186,7 @@ async def test_two_plugins_of_an_agent_registering_one_key_are_named_with_the_ag
     class CountToo(CountCalls):
         name = "count_too"
 
-    agent = AgentSpec("calc", model="m", plugins=["count_calls", "count_too"])
+    agent = AgentSpec(id="calc", model="m", plugins=["count_calls", "count_too"])
     runtime = AgentRuntime(agents=[agent], models={"m": calls()}, tools=[shout], plugins=[CountCalls(), CountToo()])
 
     with pytest.raises(StateError, match="plugins 'count_calls' and 'count_too' both register it, for agent 'calc'"):
@@ -203,7 +203,7 @@ def test_a_plugin_name_is_its_id_and_is_registered_once() -> None:
 
 
 async def test_the_lifecycle_state_spells_reasons_as_the_rust_runtime_and_the_result_as_its_backend() -> None:
-    agent = AgentSpec("calc", model="m", max_rounds=1)
+    agent = AgentSpec(id="calc", model="m", max_rounds=1)
     runtime = AgentRuntime(agents=[agent], models={"m": calls(rounds=3)}, tools=[shout])
 
     result, state = await states(runtime, "go")

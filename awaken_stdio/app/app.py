@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 _DIRECT = "mcp-direct"  # thread, run and agent id of tool calls made outside any agent run
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """What a process was started with, resolved: the config, the store URL, the working directory."""
 
@@ -72,10 +72,10 @@ def load_settings(config: str | None = None, store: str | None = None, cwd: str 
     """The config file (``--config``/env/default), then ``--store`` > env > config > the default SQLite file."""
     file = read_config_file(config)
     loaded = validate_config(file)
-    return Settings(loaded, store_url(store, file), os.path.abspath(cwd or os.getcwd()))
+    return Settings(loaded=loaded, store_url=store_url(store, file), cwd=os.path.abspath(cwd or os.getcwd()))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class App:
     settings: Settings
     store: Store
@@ -92,7 +92,7 @@ class App:
     @property
     def sessions(self) -> Sessions:
         """The sessions of this app's store: records with their threads (``sessions.py``)."""
-        return Sessions(self.store)
+        return Sessions(store=self.store)
 
     def reload(self, settings: Settings) -> None:
         """Adopt a re-read config (ACP ``authenticate``, after a key or a config file was set since start-up): its
@@ -140,7 +140,9 @@ class App:
         that is not one of the run's pending calls raises ``DecisionTargetNotFound``.
         """
         await self.loading.settle()
-        return await self.mailbox.decide(run_id, decisions, sink, context, origin, on_waiting, follow=follow)
+        return await self.mailbox.decide(
+            run_id, decisions, sink=sink, context=context, origin=origin, on_waiting=on_waiting, follow=follow
+        )
 
     async def waiting_run(self, run_id: str) -> RunRecord:
         """The run, waiting for decisions (its pending calls in ``waiting``); else ``InvalidResume``: unknown, or
@@ -205,7 +207,7 @@ class App:
             thread_id=_DIRECT,
             run_id=_DIRECT,
             agent_id=_DIRECT,
-            snapshot=Snapshot(0),
+            snapshot=Snapshot(revision=0),
             env=RunEnvironment(cwd=self.settings.cwd, channel=channel),
             cancel=cancel or CancelToken(),
             emit=emit,
@@ -255,7 +257,7 @@ class App:
             thread_id=run.thread_id,
             run_id=run.run_id,
             agent_id=run.agent_id,
-            snapshot=Snapshot(0),
+            snapshot=Snapshot(revision=0),
             env=context.env,
         )
         return await preview_call(tool, ticket.arguments, ctx)
@@ -312,7 +314,7 @@ class _Unavailable(Tool):
     "tool not found"."""
 
     def __init__(self, name: str, why: str) -> None:
-        self.descriptor = ToolDescriptor(name, why)
+        self.descriptor = ToolDescriptor(name=name, description=why)
         self.why = why
 
     async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
@@ -345,8 +347,8 @@ async def open_app(
             stack.callback(tracer_provider.shutdown)  # flushes the spans
         store = await stack.enter_async_context(open_store(settings.store_url))
         runtime = assemble_runtime(settings.loaded, store, tracer_provider)
-        service = MailboxService(runtime, replace(mailbox or MailboxConfig(), dispatch_queued=serve))
-        app = App(settings, store, runtime, service)
+        service = MailboxService(runtime=runtime, config=replace(mailbox or MailboxConfig(), dispatch_queued=serve))
+        app = App(settings=settings, store=store, runtime=runtime, mailbox=service)
         service.context = app.run_context
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:

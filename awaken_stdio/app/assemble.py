@@ -61,7 +61,14 @@ def model_spec(model_id: str, model: ModelConfig) -> ModelSpec:
 
     options = model.model_dump(exclude_none=True, exclude={"pricing", "knowledge_cutoff"})
     pricing = ModelPricing(**model.pricing.model_dump()) if model.pricing is not None else None
-    return ModelSpec(model_id, model.provider, model.model, options, pricing, model.knowledge_cutoff)
+    return ModelSpec(
+        id=model_id,
+        provider=model.provider,
+        model=model.model,
+        options=options,
+        pricing=pricing,
+        knowledge_cutoff=model.knowledge_cutoff,
+    )
 
 
 def build_runtime(loaded: LoadedConfig, *, store: Store | None = None) -> AgentRuntime:
@@ -135,11 +142,16 @@ def mcp_server_spec(name: str, config: McpServerConfig) -> McpServerSpec:
     if config.url:
         headers = dict(config.headers)
         return McpServerSpec(
-            name, "http", url=config.url, headers=headers, timeout_s=timeout_s, call_timeout_s=call_timeout_s
+            name=name,
+            transport="http",
+            url=config.url,
+            headers=headers,
+            timeout_s=timeout_s,
+            call_timeout_s=call_timeout_s,
         )
     return McpServerSpec(
-        name,
-        "stdio",
+        name=name,
+        transport="stdio",
         command=config.command,
         args=tuple(config.args),
         env=dict(config.env),

@@ -48,7 +48,7 @@ class DecisionSuperseded(InvalidResume):
     """The run was decided (or ended) by someone else first; this decision was recorded but not applied."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MailboxConfig:
     lease_ms: int = 6_000  # a dead holder's claim (waiting runs too) lapses within this, on any machine
     renew_every_s: float = 1.5
@@ -84,7 +84,9 @@ def owner_is_dead(owner: str) -> bool:
 async def requeue_dead(mailbox: MailboxStore, d: RunDispatch, now: int) -> None:
     """Requeue a claim whose owner process died (:func:`owner_is_dead`) at once, not when its lease lapses."""
     try:
-        await mailbox.nack(d.dispatch_id, d.claim_token or "", now, f"owner {d.claimed_by} died", now)
+        await mailbox.nack(
+            d.dispatch_id, d.claim_token or "", retry_at=now, error=f"owner {d.claimed_by} died", now=now
+        )
     except VersionConflict:
         pass  # someone else requeued it first
 
@@ -101,7 +103,7 @@ def classify_error(exc: BaseException) -> ErrorClass:
     return "transient"  # ThreadAlreadyRunning, StoreError and anything unforeseen: retried with backoff
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Followed:
     """What the holder's execution of one taken-over row came to, for a decider in this process that waits on it:
     ``None`` when the holder let go without executing it."""
@@ -114,7 +116,7 @@ class Followed:
         return self.result
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Held:
     """A thread this process holds the claim on, and the dispatch it is executing."""
 
@@ -165,7 +167,14 @@ async def record_outcome(mailbox: MailboxStore, held: Held, result: AgentRunResu
         return
     status = "waiting" if result.status == "waiting" else "done"
     await mailbox.record_run_result(
-        d.dispatch_id, held.token, status, result.termination, result.response, None, now, ack=ack
+        d.dispatch_id,
+        held.token,
+        run_status=status,
+        termination=result.termination,
+        response=result.response,
+        error=None,
+        now=now,
+        ack=ack,
     )
 
 
@@ -176,11 +185,19 @@ async def settle_failure(mailbox: MailboxStore, held: Held, exc: Exception, kind
     error = str(exc) or type(exc).__name__
     try:
         await mailbox.record_run_result(
-            d.dispatch_id, held.token, "done", TerminationReason.error(error), None, error, now
+            d.dispatch_id,
+            held.token,
+            run_status="done",
+            termination=TerminationReason.error(error),
+            response=None,
+            error=error,
+            now=now,
         )
         if kind == "transient":
             held.settled = True
-            await mailbox.nack(d.dispatch_id, held.token, now + retry_delay_ms(d.attempt_count + 1), error, now)
+            await mailbox.nack(
+                d.dispatch_id, held.token, retry_at=now + retry_delay_ms(d.attempt_count + 1), error=error, now=now
+            )
         elif kind == "permanent":
             held.settled = True
             await mailbox.dead_letter(d.dispatch_id, held.token, error, now)

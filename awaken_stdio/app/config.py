@@ -258,7 +258,7 @@ class Config(_Model):
                 raise ConfigError(f"{source}: mcp_servers.{name}: give exactly one of `command` or `url`")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class LoadedConfig:
     config: Config
     file: ConfigFile  # what it was validated from
@@ -284,7 +284,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> LoadedConfig:
 
 def validate_config(file: ConfigFile) -> LoadedConfig:
     """The models of a config as read; a wrong field or reference raises ``ConfigError`` naming it."""
-    return LoadedConfig(parse_config(file.data, file.source), file)
+    return LoadedConfig(config=parse_config(file.data, file.source), file=file)
 
 
 def parse_config(data: dict[str, Any], source: str) -> Config:

@@ -36,7 +36,7 @@ STORE_ENV = "AWAKEN_STDIO_STORE"
 PROJECT_CONFIG = ".awaken-stdio.toml"  # a project's own config, found from the working directory upward
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigFile:
     """The config as read: TOML data not yet validated, or the defaults from the environment."""
 
@@ -55,7 +55,7 @@ def default_config_path() -> Path:
     return Path(user_config_dir("awaken-stdio", appauthor=False)) / "config.toml"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigCandidate:
     """One place the config file is looked for: ``source`` names it, ``path`` is None when it is not set."""
 
@@ -74,12 +74,16 @@ def _candidates(path: str | os.PathLike[str] | None) -> Iterator[ConfigCandidate
     """Lazily: the project file is searched for, and the user config file's place (platformdirs) looked up, only
     when no earlier one is set."""
     env = os.environ.get(CONFIG_ENV)
-    yield ConfigCandidate("--config", Path(path).expanduser() if path else None, True)
-    yield ConfigCandidate(f"${CONFIG_ENV}", Path(env).expanduser() if env else None, True)
+    yield ConfigCandidate(source="--config", path=Path(path).expanduser() if path else None, required=True)
+    yield ConfigCandidate(source=f"${CONFIG_ENV}", path=Path(env).expanduser() if env else None, required=True)
     cwd = Path.cwd()
-    yield ConfigCandidate(f"project config file ({PROJECT_CONFIG} in {cwd} or above)", project_config(cwd), False,
-                          "none found")  # fmt: skip
-    yield ConfigCandidate("user config file", default_config_path(), False)
+    yield ConfigCandidate(
+        source=f"project config file ({PROJECT_CONFIG} in {cwd} or above)",
+        path=project_config(cwd),
+        required=False,
+        unset="none found",
+    )
+    yield ConfigCandidate(source="user config file", path=default_config_path(), required=False)
 
 
 def project_config(start: Path) -> Path | None:
@@ -101,14 +105,14 @@ def read_config_file(path: str | os.PathLike[str] | None = None) -> ConfigFile:
     if not file.is_file():
         if chosen.required:
             raise ConfigError(f"config file not found: {file}")
-        return ConfigFile(default_config_data(), None, "<no config file>")
+        return ConfigFile(data=default_config_data(), path=None, source="<no config file>")
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{file}: cannot read it: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: invalid TOML: {exc}") from exc
-    return ConfigFile(_with_default_agent(data), file.resolve(), str(file))
+    return ConfigFile(data=_with_default_agent(data), path=file.resolve(), source=str(file))
 
 
 def _with_default_agent(data: dict[str, Any]) -> dict[str, Any]:

@@ -61,7 +61,7 @@ OnWaiting = Callable[[], Awaitable[None]]
 ContextFactory = Callable[[str | None, str | None, tuple[str, ...]], AbstractAsyncContextManager[RunActivation]]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class MailboxService:
     runtime: AgentRuntime
     config: MailboxConfig = field(default_factory=MailboxConfig)
@@ -126,7 +126,7 @@ class MailboxService:
                 if thread_id in self._held or thread_id in self._awaiting:
                     continue  # held here, or a decider here is about to claim its own row
                 for d in await self.mailbox.claim(thread_id, self.consumer, self.config.lease_ms, now):
-                    self._held[thread_id] = Held(d)  # before the task starts: the next poll skips the thread
+                    self._held[thread_id] = Held(dispatch=d)  # before the task starts: the next poll skips the thread
                     self._tg.start_soon(self._background, thread_id)
 
     async def sweep(self) -> None:
@@ -163,14 +163,14 @@ class MailboxService:
             activation = replace(activation, run_id=run_id, run_id_is_new=True)
         activation = replace(activation, thread_id=thread_id)
         request = DispatchRequest(
-            "run",
-            activation.agent_id,
-            tuple(activation.messages),
-            tuple(activation.decisions),
-            activation.origin,
-            activation.session_id,
-            activation.env.cwd,
-            self.consumer,
+            kind="run",
+            agent_id=activation.agent_id,
+            messages=tuple(activation.messages),
+            decisions=tuple(activation.decisions),
+            origin=activation.origin,
+            session_id=activation.session_id,
+            cwd=activation.env.cwd,
+            sender=self.consumer,
         )
         while True:
             row = loaded = None
@@ -216,7 +216,16 @@ class MailboxService:
             if target not in targets:
                 raise DecisionTargetNotFound(target)
         await refuse_blind_reruns(self.mailbox, self.runtime.store, record, decisions)
-        return await self._control("decide", record, decisions, sink, context, origin, on_waiting, follow=follow)
+        return await self._control(
+            "decide",
+            record,
+            decisions=decisions,
+            sink=sink,
+            context=context,
+            origin=origin,
+            on_waiting=on_waiting,
+            follow=follow,
+        )
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a run wherever it is: live here, held by another process, or waiting in the store."""
@@ -279,10 +288,10 @@ class MailboxService:
     def _new(self, thread_id: str, run_id: str, request: DispatchRequest, priority: int) -> RunDispatch:
         now = now_ms()
         return RunDispatch(
-            new_id(),
-            thread_id,
-            run_id,
-            request,
+            dispatch_id=new_id(),
+            thread_id=thread_id,
+            run_id=run_id,
+            request=request,
             priority=priority,
             max_attempts=self.config.max_attempts,
             available_at=now,
@@ -292,7 +301,14 @@ class MailboxService:
 
     def _request(self, kind: DispatchKind, record: RunRecord, decisions: Decisions, origin: str) -> DispatchRequest:
         return DispatchRequest(
-            kind, record.agent_id, (), tuple(decisions), origin, record.session_id, None, self.consumer
+            kind=kind,
+            agent_id=record.agent_id,
+            messages=(),
+            decisions=tuple(decisions),
+            origin=origin,
+            session_id=record.session_id,
+            cwd=None,
+            sender=self.consumer,
         )
 
     async def waiting(self, run_id: str) -> RunRecord:
@@ -441,7 +457,7 @@ class MailboxService:
             return False
         with anyio.CancelScope(shield=True):  # the claim moves in the store and here together, or not at all
             moved = await self.mailbox.transfer_claim(
-                held.dispatch.dispatch_id, held.token, dispatch_id, self.config.lease_ms, now_ms()
+                held.dispatch.dispatch_id, held.token, to_id=dispatch_id, lease_ms=self.config.lease_ms, now=now_ms()
             )
             if moved is not None:
                 held.dispatch, held.waiting = moved, False
@@ -472,7 +488,7 @@ class MailboxService:
         as the caller read it before claiming, and ``loaded``: its thread as the claim read it, neither read
         again."""
         foreground = held is None
-        held = held or Held(d)
+        held = held or Held(dispatch=d)
         held.activation, held.seen, held.loaded = activation, seen, loaded
         self._held[d.thread_id] = held
         wait = activation is not None and activation.wait_for_decisions
@@ -529,13 +545,15 @@ class MailboxService:
             held.settled = True  # superseded by an interrupt: never run it
             return None
         waits = held.activation is not None and held.activation.wait_for_decisions  # the row stays claimed then
-        held.settle = DispatchSettle(d.dispatch_id, held.token, ack_if_waiting=not waits)
+        held.settle = DispatchSettle(dispatch_id=d.dispatch_id, claim_token=held.token, ack_if_waiting=not waits)
         try:
             # Only the first execution starts from what its claim read (the thread, the run record): a later one, on
             # a decision taken over while the run waits, reads them as they are then (a handoff may have moved on).
             loaded, held.loaded = held.loaded, None
             seen, held.seen = held.seen, None
-            result = await self._perform(d, sink, held.activation, seen, held.settle, loaded)
+            result = await self._perform(
+                d, sink, activation=held.activation, seen=seen, settle=held.settle, loaded=loaded
+            )
         except Fenced as exc:  # paused or cut off past the lease: the run is another holder's, write nothing
             log.warning("mailbox: dispatch %s: %s", d.dispatch_id, exc)
             held.lost = True

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["Sessions"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sessions:
     store: Store
 
@@ -67,7 +67,7 @@ class Sessions:
         if up_to is not None:
             origin["message_id"] = up_to
         thread = ThreadRecord(
-            record.thread_id,
+            thread_id=record.thread_id,
             title=record.title,
             agent_id=agent_id or None,
             parent_thread_id=source.thread_id,
@@ -76,9 +76,9 @@ class Sessions:
         await self.store.save_thread(thread)
         if messages:
             run = RunRecord(
-                new_id(),
-                record.thread_id,
-                agent_id or record.agent_id or "",
+                run_id=new_id(),
+                thread_id=record.thread_id,
+                agent_id=agent_id or record.agent_id or "",
                 status="done",
                 session_id=record.session_id,
                 origin=record.origin,
@@ -86,7 +86,11 @@ class Sessions:
                 termination=TerminationReason.natural(),
                 status_reason=f"forked from session {source.session_id}",
             )
-            await self.store.checkpoint(Checkpoint(record.thread_id, 0, messages, run, state))
+            await self.store.checkpoint(
+                Checkpoint(
+                    thread_id=record.thread_id, expected_message_count=0, messages=messages, run=run, thread_state=state
+                )
+            )
         await self.store.save_session(record)
 
     async def delete(self, session_id: str) -> SessionRecord | None:

@@ -43,7 +43,7 @@ _EVENT_LOOP = ("asyncio", "anyio")
 _KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Startup:
     """The command line resolved without validating the config: enough for a server's first answer."""
 
@@ -55,14 +55,18 @@ class Startup:
     def from_args(cls, args: argparse.Namespace) -> Startup:
         """``--config`` read (``ConfigError`` for a missing file or bad TOML), ``--store`` checked, ``--cwd``."""
         file = read_config_file(args.config)
-        return cls(file, store_url(args.store, file), os.path.abspath(getattr(args, "cwd", None) or os.getcwd()))
+        return cls(
+            file=file,
+            store_url=store_url(args.store, file),
+            cwd=os.path.abspath(getattr(args, "cwd", None) or os.getcwd()),
+        )
 
     def settings(self) -> Settings:
         """The full settings: the config validated (pydantic); a wrong field raises ``ConfigError``."""
         from awaken_stdio.app.app import Settings
         from awaken_stdio.app.config import validate_config
 
-        return Settings(validate_config(self.file), self.store_url, self.cwd)
+        return Settings(loaded=validate_config(self.file), store_url=self.store_url, cwd=self.cwd)
 
 
 def loaded_heavy_modules() -> str:

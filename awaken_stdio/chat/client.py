@@ -292,7 +292,7 @@ async def _chat_in(args: argparse.Namespace, cwd: str) -> int:
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     peer = JsonRpcPeer(eof_grace_s=0.2)
     log = AgentLog(view)
-    chat = Chat(peer, view, keyboard, commands, log)
+    chat = Chat(peer, view, keyboard=keyboard, commands=commands, log=log)
     async with process, anyio.create_task_group() as tg:
         tg.start_soon(log.forward, process.stderr)
         await tg.start(peer.run, process.stdout, process.stdin)

@@ -31,7 +31,7 @@ _PLAN_MARKS = {"completed": ("✓", "green"), "in_progress": ("▸", "bold yello
 _CODE_THEME = "ansi_dark"  # the terminal's own palette: readable on light and dark backgrounds
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _Call:
     title: str
     kind: str
@@ -125,7 +125,9 @@ class View:
             return
         self._end_block()
         if kind == "tool_call":
-            call = self._calls[update["toolCallId"]] = _Call(update.get("title", ""), update.get("kind", "other"))
+            call = self._calls[update["toolCallId"]] = _Call(
+                title=update.get("title", ""), kind=update.get("kind", "other")
+            )
             self._set_status(f"{call.title}…")
         elif kind == "tool_call_update":
             self._call_update(update)
@@ -135,7 +137,7 @@ class View:
             self.note(f"(mode: {update.get('currentModeId')})")
 
     def _call_update(self, update: dict[str, Any]) -> None:
-        call = self._calls.setdefault(update["toolCallId"], _Call(update["toolCallId"], "other"))
+        call = self._calls.setdefault(update["toolCallId"], _Call(title=update["toolCallId"], kind="other"))
         if update.get("title"):
             call.title = update["title"]
         status = update.get("status")
@@ -164,7 +166,7 @@ class View:
     def diff(self, diff: dict[str, Any]) -> None:
         """A file change as a coloured unified diff (at most :data:`_DIFF_LINES` lines)."""
         old, new = diff.get("oldText"), diff.get("newText") or ""
-        lines = FileChange(diff.get("path", ""), old, new).unified(str(self.cwd))
+        lines = FileChange(path=diff.get("path", ""), old_text=old, new_text=new).unified(str(self.cwd))
         self.console.print(
             Syntax("\n".join(lines[:_DIFF_LINES]), "diff", theme=_CODE_THEME, background_color="default")
         )
@@ -176,7 +178,7 @@ class View:
         where it runs); the title to ask about."""
         self.pause()
         known = self._calls.setdefault(
-            call.get("toolCallId", ""), _Call(call.get("title") or "a tool call", call.get("kind", "other"))
+            call.get("toolCallId", ""), _Call(title=call.get("title") or "a tool call", kind=call.get("kind", "other"))
         )
         shown = False
         for item in call.get("content") or []:

@@ -22,7 +22,7 @@ __all__ = ["AgentRunResult", "EventSink", "RunActivation", "SystemPrompt"]
 EventSink = Callable[[AgentEvent], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SystemPrompt:
     """A client's instructions for a session's runs (ACP ``systemPrompt``): ``append`` puts them after the agent's
     own system prompt, ``override`` uses them instead of it."""
@@ -43,7 +43,7 @@ class SystemPrompt:
             return None
         texts = [b.get("text", "") for b in stored.get("content") or () if isinstance(b, dict)]
         mode = "override" if stored.get("mode") == "override" else "append"
-        return SystemPrompt(mode, "\n\n".join(t for t in texts if isinstance(t, str)))
+        return SystemPrompt(mode=mode, text="\n\n".join(t for t in texts if isinstance(t, str)))
 
 
 @dataclass(slots=True, kw_only=True)
@@ -88,7 +88,7 @@ class RunActivation:
         return any(m.role == "user" and not m.internal for m in self.messages)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class AgentRunResult:
     """How a run ended. ``status`` is ``completed`` only for a natural end; a stopped, blocked or erroneous run is
     ``failed`` with ``status_reason`` saying why (``stopped: max_rounds``, ``blocked: <message>``, a fatal tool's

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 __all__ = ["AgentSpec", "ModelSpec"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ModelSpec:
     """A named model: which provider serves it and with which upstream model id.
 
@@ -27,7 +27,7 @@ class ModelSpec:
     knowledge_cutoff: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class AgentSpec:
     """An agent: its model, prompt, tools, delegates and plugin sections.
 

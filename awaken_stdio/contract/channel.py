@@ -41,7 +41,7 @@ PYTHON_LEVELS: dict[LogLevel, int] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Elicited:
     """The user's answer: ``accept`` with ``content`` (fitting the schema asked with), ``decline`` or ``cancel``."""
 
@@ -49,7 +49,7 @@ class Elicited:
     content: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sampled:
     """The client's model's answer: its text, which model, why it stopped, and the whole result as sent."""
 

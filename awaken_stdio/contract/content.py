@@ -42,11 +42,11 @@ CONTENT_TYPES = (TextBlock, ImageBlock, AudioBlock, ResourceBlock, ResourceLinkB
 
 
 def image(data: bytes, mime_type: str) -> ImageBlock:
-    return ImageBlock(base64.b64encode(data).decode("ascii"), mime_type)
+    return ImageBlock(data=base64.b64encode(data).decode("ascii"), mime_type=mime_type)
 
 
 def audio(data: bytes, mime_type: str) -> AudioBlock:
-    return AudioBlock(base64.b64encode(data).decode("ascii"), mime_type)
+    return AudioBlock(data=base64.b64encode(data).decode("ascii"), mime_type=mime_type)
 
 
 def embedded(
@@ -56,14 +56,14 @@ def embedded(
     if (text is None) == (data is None):
         raise ValueError("an embedded resource has either text or data")
     blob = base64.b64encode(data).decode("ascii") if data is not None else None
-    return ResourceBlock(uri, text, blob, mime_type)
+    return ResourceBlock(uri=uri, text=text, blob=blob, mime_type=mime_type)
 
 
 def resource_link(
     uri: str, name: str, *, mime_type: str | None = None, title: str | None = None, description: str | None = None
 ) -> ResourceLinkBlock:
     """A pointer the client may read later (``resources/read``): for results too big to send."""
-    return ResourceLinkBlock(uri, name, mime_type, title, description)
+    return ResourceLinkBlock(uri=uri, name=name, mime_type=mime_type, title=title, description=description)
 
 
 def from_file(path: str | Path, mime_type: str | None = None) -> ImageBlock | AudioBlock | ResourceBlock:
@@ -133,21 +133,27 @@ def from_wire(data: dict[str, Any]) -> ContentBlock | None:
     """A content block from MCP (or ACP); None for a type this runtime does not know (left out, not guessed)."""
     kind = data.get("type")
     if kind == "text":
-        return TextBlock(str(data.get("text", "")))
+        return TextBlock(text=str(data.get("text", "")))
     if kind in ("image", "audio"):
         data_b64, mime = str(data.get("data", "")), str(data.get("mimeType", "application/octet-stream"))
-        return ImageBlock(data_b64, mime, data.get("uri")) if kind == "image" else AudioBlock(data_b64, mime)
+        return (
+            ImageBlock(data=data_b64, mime_type=mime, uri=data.get("uri"))
+            if kind == "image"
+            else AudioBlock(data=data_b64, mime_type=mime)
+        )
     if kind == "resource" and isinstance(data.get("resource"), dict):
         r = data["resource"]
-        return ResourceBlock(str(r.get("uri", "")), r.get("text"), r.get("blob"), r.get("mimeType"))
+        return ResourceBlock(
+            uri=str(r.get("uri", "")), text=r.get("text"), blob=r.get("blob"), mime_type=r.get("mimeType")
+        )
     if kind == "resource_link":
         size = data.get("size")
         return ResourceLinkBlock(
-            str(data.get("uri", "")),
-            str(data.get("name", "")),
-            data.get("mimeType"),
-            data.get("title"),
-            data.get("description"),
-            size if isinstance(size, int) else None,
+            uri=str(data.get("uri", "")),
+            name=str(data.get("name", "")),
+            mime_type=data.get("mimeType"),
+            title=data.get("title"),
+            description=data.get("description"),
+            size=size if isinstance(size, int) else None,
         )
     return None

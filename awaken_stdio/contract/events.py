@@ -64,7 +64,7 @@ class _Event:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunStart(_Event):
     event_type: ClassVar[str] = "run_start"
     thread_id: str
@@ -73,7 +73,7 @@ class RunStart(_Event):
     parent_run_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunResult:
     response: str
     status: str
@@ -86,7 +86,7 @@ class RunResult:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunFinish(_Event):
     event_type: ClassVar[str] = "run_finish"
     thread_id: str
@@ -95,35 +95,35 @@ class RunFinish(_Event):
     result: RunResult | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta(_Event):
     event_type: ClassVar[str] = "text_delta"
     delta: str
     message_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReasoningDelta(_Event):
     event_type: ClassVar[str] = "reasoning_delta"
     delta: str
     message_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallStart(_Event):
     event_type: ClassVar[str] = "tool_call_start"
     id: str
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallDelta(_Event):
     event_type: ClassVar[str] = "tool_call_delta"
     id: str
     args_delta: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallReady(_Event):
     event_type: ClassVar[str] = "tool_call_ready"
     id: str
@@ -131,7 +131,7 @@ class ToolCallReady(_Event):
     arguments: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallDone(_Event):
     event_type: ClassVar[str] = "tool_call_done"
     id: str
@@ -140,14 +140,14 @@ class ToolCallDone(_Event):
     outcome: ToolOutcome
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallStreamDelta(_Event):
     event_type: ClassVar[str] = "tool_call_stream_delta"
     id: str
     delta: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallResumed(_Event):
     """A suspended call settled by its decision. ``result`` is the payload the decision produced; ``tool_result``, when
     the tool ran, is its whole result, so a surface shows an approved call exactly as an allowed one."""
@@ -159,7 +159,7 @@ class ToolCallResumed(_Event):
     tool_result: ToolResult | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ActivitySnapshot(_Event):
     event_type: ClassVar[str] = "activity_snapshot"
     message_id: str
@@ -168,20 +168,20 @@ class ActivitySnapshot(_Event):
     replace: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepStart(_Event):
     event_type: ClassVar[str] = "step_start"
     message_id: str
     step: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepEnd(_Event):
     event_type: ClassVar[str] = "step_end"
     step: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InferenceComplete(_Event):
     event_type: ClassVar[str] = "inference_complete"
     model: str
@@ -190,7 +190,7 @@ class InferenceComplete(_Event):
     stop_reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StateSnapshot(_Event):
     event_type: ClassVar[str] = "state_snapshot"
     snapshot: PersistedState
@@ -199,7 +199,7 @@ class StateSnapshot(_Event):
         return {"event_type": self.event_type, "snapshot": self.snapshot.to_json()}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorEvent(_Event):
     event_type: ClassVar[str] = "error"
     message: str

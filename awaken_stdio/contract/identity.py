@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["RunIdentity"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunIdentity:
     """The stable ids of a run and its lineage. ``origin`` is ``user``, ``acp``, ``mcp``, ``cli``, ``delegate``..."""
 

@@ -37,7 +37,7 @@ __all__ = [
 StopReason = Literal["end_turn", "max_tokens", "tool_use", "stop_sequence", "refusal"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TokenUsage:
     input_tokens: int = 0
     output_tokens: int = 0
@@ -51,11 +51,11 @@ class TokenUsage:
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cache_read_tokens + other.cache_read_tokens,
-            self.cache_write_tokens + other.cache_write_tokens,
-            self.thinking_tokens + other.thinking_tokens,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            thinking_tokens=self.thinking_tokens + other.thinking_tokens,
         )
 
     def to_json(self) -> dict[str, int]:
@@ -72,7 +72,7 @@ class TokenUsage:
         return TokenUsage(**{k: int(v) for k, v in d.items() if k in TokenUsage.__dataclass_fields__})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelPricing:
     """What a model costs, in US dollars per million tokens; cache prices default to the input price."""
 
@@ -95,7 +95,7 @@ class ModelPricing:
         return total / 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCapabilities:
     context_window: int = 200_000
     max_output_tokens: int = 16_384
@@ -103,7 +103,7 @@ class ModelCapabilities:
     audio_input: bool = False
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class InferenceRequest:
     model: str
     messages: list[Message]
@@ -118,19 +118,19 @@ class InferenceRequest:
     sampling: SamplingHost | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TextChunk:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReasoningChunk:
     text: str = ""
     signature: str | None = None
     redacted: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallChunk:
     """A fragment of a tool call: the first fragment of an ``index`` carries ``id`` and ``name``."""
 
@@ -140,12 +140,12 @@ class ToolCallChunk:
     args_delta: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UsageChunk:
     usage: TokenUsage
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StopChunk:
     reason: StopReason
 
@@ -153,7 +153,7 @@ class StopChunk:
 StreamChunk = TextChunk | ReasoningChunk | ToolCallChunk | UsageChunk | StopChunk
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class StreamResult:
     text: str = ""
     thinking: list[ThinkingBlock] = field(default_factory=list)
@@ -181,19 +181,19 @@ class StreamAccumulator:
 
     def add(self, chunk: StreamChunk) -> None:
         match chunk:
-            case TextChunk(text):
+            case TextChunk(text=text):
                 self._text.append(text)
-            case ReasoningChunk(text, signature, redacted):
+            case ReasoningChunk(text=text, signature=signature, redacted=redacted):
                 # A signature closes a thinking block and a redacted chunk is a block of its own: several signed
                 # blocks in one turn must go back to the provider as they came.
                 if redacted:
                     self._close_thinking(None)
-                    self._blocks.append(ThinkingBlock(text, signature, True))
+                    self._blocks.append(ThinkingBlock(text=text, signature=signature, redacted=True))
                 else:
                     self._reasoning.append(text)
                     if signature:
                         self._close_thinking(signature)
-            case ToolCallChunk(index, call_id, name, delta):
+            case ToolCallChunk(index=index, id=call_id, name=name, args_delta=delta):
                 slot = self._calls.get(index)
                 if slot is None:
                     slot = self._calls[index] = [call_id, name, []]
@@ -202,14 +202,14 @@ class StreamAccumulator:
                     slot[1] = slot[1] or name
                 if delta:
                     slot[2].append(delta)
-            case UsageChunk(usage):
+            case UsageChunk(usage=usage):
                 self.usage = usage if self.usage is None else self.usage + usage
-            case StopChunk(reason):
+            case StopChunk(reason=reason):
                 self.stop_reason = reason
 
     def _close_thinking(self, signature: str | None) -> None:
         if self._reasoning or signature:
-            self._blocks.append(ThinkingBlock("".join(self._reasoning), signature))
+            self._blocks.append(ThinkingBlock(text="".join(self._reasoning), signature=signature))
             self._reasoning = []
 
     @property
@@ -232,9 +232,16 @@ class StreamAccumulator:
             if not name:
                 incomplete = True
                 continue
-            calls.append(ToolCall(call_id or f"call_{index}", name, args))
+            calls.append(ToolCall(id=call_id or f"call_{index}", name=name, arguments=args))
         self._close_thinking(None)
-        return StreamResult(self.text, list(self._blocks), calls, self.usage, self.stop_reason, incomplete)
+        return StreamResult(
+            text=self.text,
+            thinking=list(self._blocks),
+            tool_calls=calls,
+            usage=self.usage,
+            stop_reason=self.stop_reason,
+            has_incomplete_tool_calls=incomplete,
+        )
 
 
 @runtime_checkable

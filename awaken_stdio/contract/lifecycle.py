@@ -50,7 +50,7 @@ def tool_call_transition_allowed(current: str, target: str) -> bool:
 TerminationType = Literal["natural_end", "behavior_requested", "suspended", "cancelled", "blocked", "stopped", "error"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TerminationReason:
     """Why a run ended. JSON form ``{"type": ..., "value": ...}``.
 
@@ -75,15 +75,15 @@ class TerminationReason:
 
     @staticmethod
     def blocked(reason: str) -> TerminationReason:
-        return TerminationReason("blocked", reason)
+        return TerminationReason(type="blocked", value=reason)
 
     @staticmethod
     def stopped(code: str, detail: str = "") -> TerminationReason:
-        return TerminationReason("stopped", {"code": code, "detail": detail})
+        return TerminationReason(type="stopped", value={"code": code, "detail": detail})
 
     @staticmethod
     def error(message: str) -> TerminationReason:
-        return TerminationReason("error", message)
+        return TerminationReason(type="error", value=message)
 
     @property
     def run_status(self) -> RunStatus:
@@ -138,9 +138,9 @@ class TerminationReason:
         kind = d["type"]
         if kind == "plugin_requested":
             kind = "behavior_requested"
-        return TerminationReason(kind, d.get("value"))
+        return TerminationReason(type=kind, value=d.get("value"))
 
 
-_NATURAL = TerminationReason("natural_end")
-_SUSPENDED = TerminationReason("suspended")
-_CANCELLED = TerminationReason("cancelled")
+_NATURAL = TerminationReason(type="natural_end")
+_SUSPENDED = TerminationReason(type="suspended")
+_CANCELLED = TerminationReason(type="cancelled")

@@ -73,7 +73,7 @@ class InvalidDispatch(StoreError):
     """A dispatch row breaks a mailbox invariant (refused on write, and on load)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DispatchRequest:
     """What to do when the dispatch runs: start a run (``messages``), decide (``decisions``) or cancel it.
 
@@ -104,18 +104,18 @@ class DispatchRequest:
     @staticmethod
     def from_json(d: dict[str, Any]) -> DispatchRequest:
         return DispatchRequest(
-            d.get("kind", "run"),
-            d.get("agent_id"),
-            tuple(message_from_json(m) for m in d.get("messages") or ()),
-            tuple((t, ToolCallResume.from_json(r)) for t, r in d.get("decisions") or ()),
-            d.get("origin", "user"),
-            d.get("session_id"),
-            d.get("cwd"),
-            d.get("sender"),
+            kind=d.get("kind", "run"),
+            agent_id=d.get("agent_id"),
+            messages=tuple(message_from_json(m) for m in d.get("messages") or ()),
+            decisions=tuple((t, ToolCallResume.from_json(r)) for t, r in d.get("decisions") or ()),
+            origin=d.get("origin", "user"),
+            session_id=d.get("session_id"),
+            cwd=d.get("cwd"),
+            sender=d.get("sender"),
         )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class RunDispatch:
     """One row of the mailbox. ``dispatch_epoch`` is assigned by the store (the thread's epoch at enqueue)."""
 
@@ -236,7 +236,7 @@ class RunDispatch:
         return RunDispatch(**values)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InterruptResult:
     """What ``interrupt`` did: the thread's new epoch, its claimed dispatch (the caller cancels its run) and the
     queued dispatches it superseded."""
@@ -246,7 +246,7 @@ class InterruptResult:
     superseded: list[RunDispatch]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class DispatchSettle:
     """The dispatch a run is executing, to settle with the run's checkpoint when it ends or waits (one write, not
     two): the run's result recorded on the row, and the row acked when the run is over, or waiting with
@@ -276,7 +276,7 @@ class Fence:
         return Fence(dispatch_id=settle.dispatch_id, claim_token=settle.claim_token) if settle is not None else None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class EffectRecord:
     """One tool call in the effect ledger, keyed by (thread, call). ``result``: the ``ToolResult`` JSON of a call
     settled on its own (a pending one), reported after a crash rather than asked about again."""

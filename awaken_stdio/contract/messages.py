@@ -42,13 +42,13 @@ Role = Literal["system", "user", "assistant", "tool"]
 Visibility = Literal["all", "internal"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TextBlock:
     text: str
     type: Literal["text"] = "text"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ImageBlock:
     data: str  # base64
     mime_type: str
@@ -56,14 +56,14 @@ class ImageBlock:
     type: Literal["image"] = "image"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AudioBlock:
     data: str  # base64
     mime_type: str
     type: Literal["audio"] = "audio"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ResourceBlock:
     """An embedded resource: the client sent the contents (ACP ``embeddedContext``)."""
 
@@ -74,7 +74,7 @@ class ResourceBlock:
     type: Literal["resource"] = "resource"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ResourceLinkBlock:
     uri: str
     name: str
@@ -88,7 +88,7 @@ class ResourceLinkBlock:
 ContentBlock = TextBlock | ImageBlock | AudioBlock | ResourceBlock | ResourceLinkBlock
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ThinkingBlock:
     """Model reasoning. ``signature`` (Anthropic) must travel back unchanged on the next turn."""
 
@@ -97,14 +97,14 @@ class ThinkingBlock:
     redacted: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """One conversation entry.
 
@@ -126,11 +126,11 @@ class Message:
 
     @staticmethod
     def user(text: str | ContentBlock | list[ContentBlock] | tuple[ContentBlock, ...]) -> Message:
-        return Message("user", _blocks(text))
+        return Message(role="user", content=_blocks(text))
 
     @staticmethod
     def system(text: str, *, internal: bool = False) -> Message:
-        return Message("system", (TextBlock(text),), internal=internal)
+        return Message(role="system", content=(TextBlock(text=text),), internal=internal)
 
     @staticmethod
     def assistant(
@@ -138,11 +138,16 @@ class Message:
         tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
         thinking: tuple[ThinkingBlock, ...] | list[ThinkingBlock] = (),
     ) -> Message:
-        return Message("assistant", (TextBlock(text),) if text else (), tuple(tool_calls), thinking=tuple(thinking))
+        return Message(
+            role="assistant",
+            content=(TextBlock(text=text),) if text else (),
+            tool_calls=tuple(tool_calls),
+            thinking=tuple(thinking),
+        )
 
     @staticmethod
     def tool(call_id: str, text: str, *, internal: bool = False) -> Message:
-        return Message("tool", (TextBlock(text),), tool_call_id=call_id, internal=internal)
+        return Message(role="tool", content=(TextBlock(text=text),), tool_call_id=call_id, internal=internal)
 
     @property
     def text(self) -> str:
@@ -151,7 +156,7 @@ class Message:
 
 def _blocks(value: str | ContentBlock | list[ContentBlock] | tuple[ContentBlock, ...]) -> tuple[ContentBlock, ...]:
     if isinstance(value, str):
-        return (TextBlock(value),)
+        return (TextBlock(text=value),)
     if isinstance(value, list | tuple):
         return tuple(value)
     return (value,)
@@ -246,10 +251,13 @@ def message_from_json(d: dict[str, Any]) -> Message:
     return Message(
         role=d["role"],
         content=tuple(content_from_json(b) for b in d.get("content", ())),
-        tool_calls=tuple(ToolCall(c["id"], c["name"], c.get("arguments") or {}) for c in d.get("tool_calls", ())),
+        tool_calls=tuple(
+            ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments") or {}) for c in d.get("tool_calls", ())
+        ),
         tool_call_id=d.get("tool_call_id"),
         thinking=tuple(
-            ThinkingBlock(t.get("text", ""), t.get("signature"), bool(t.get("redacted"))) for t in d.get("thinking", ())
+            ThinkingBlock(text=t.get("text", ""), signature=t.get("signature"), redacted=bool(t.get("redacted")))
+            for t in d.get("thinking", ())
         ),
         id=d["id"],
         run_id=d.get("run_id"),

@@ -30,7 +30,7 @@ CHANGED = (
 """The note of a call asked about again because its target changed after it was approved."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FileChange:
     """One file before and after (``old_text`` None: the call creates it). ``path`` is absolute."""
 
@@ -51,7 +51,7 @@ class FileChange:
         return list(difflib.unified_diff(old, self.new_text.splitlines(), before, f"b/{shown}", lineterm=""))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolPreview:
     """What a call would do: file ``changes``, or a ``command`` run in ``cwd``; ``note`` says what else to know
     (e.g. that the call would fail as things stand)."""
@@ -101,5 +101,8 @@ class ToolPreview:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> ToolPreview:
-        changes = tuple(FileChange(c["path"], c.get("old_text"), c["new_text"]) for c in d.get("changes") or ())
-        return ToolPreview(changes, d.get("command"), d.get("cwd"), d.get("note", ""))
+        changes = tuple(
+            FileChange(path=c["path"], old_text=c.get("old_text"), new_text=c["new_text"])
+            for c in d.get("changes") or ()
+        )
+        return ToolPreview(changes=changes, command=d.get("command"), cwd=d.get("cwd"), note=d.get("note", ""))

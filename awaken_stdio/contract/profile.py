@@ -67,7 +67,7 @@ class StateScope:
         return scope
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProfileEntry:
     key: str
     value: Any

@@ -19,7 +19,7 @@ __all__ = ["ToolResult", "ToolStatus"]
 ToolStatus = Literal["success", "pending", "error"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ToolResult:
     """The outcome of one call. ``message`` (else JSON of ``data``) is what the model reads.
 
@@ -36,23 +36,30 @@ class ToolResult:
 
     @staticmethod
     def success(tool_name: str, data: Any = None, message: str | None = None) -> ToolResult:
-        return ToolResult(tool_name, "success", data, message)
+        return ToolResult(tool_name=tool_name, status="success", data=data, message=message)
 
     @staticmethod
     def error(tool_name: str, message: str, *, code: str | None = None, data: Any = None) -> ToolResult:
         if code is not None:
-            return ToolResult(tool_name, "error", {"error": {"code": code, "message": message}}, f"[{code}] {message}")
-        return ToolResult(tool_name, "error", data, message)
+            return ToolResult(
+                tool_name=tool_name,
+                status="error",
+                data={"error": {"code": code, "message": message}},
+                message=f"[{code}] {message}",
+            )
+        return ToolResult(tool_name=tool_name, status="error", data=data, message=message)
 
     @staticmethod
     def rich(tool_name: str, blocks: ContentBlock | list[ContentBlock] | tuple[ContentBlock, ...]) -> ToolResult:
         """A success made of content blocks; the model reads their text and a stand-in for each other block."""
         content = list(blocks) if isinstance(blocks, list | tuple) else [blocks]
-        return ToolResult(tool_name, "success", None, model_text(content), content=content)
+        return ToolResult(
+            tool_name=tool_name, status="success", data=None, message=model_text(content), content=content
+        )
 
     @staticmethod
     def suspended(tool_name: str, ticket: SuspendTicket | None = None, message: str | None = None) -> ToolResult:
-        return ToolResult(tool_name, "pending", None, message, ticket)
+        return ToolResult(tool_name=tool_name, status="pending", data=None, message=message, suspension=ticket)
 
     @property
     def is_error(self) -> bool:
@@ -85,11 +92,11 @@ class ToolResult:
     def from_json(d: dict[str, Any]) -> ToolResult:
         ticket = d.get("suspension")
         return ToolResult(
-            d["tool_name"],
-            d["status"],
-            d.get("data"),
-            d.get("message"),
-            SuspendTicket.from_json(ticket) if ticket else None,
-            dict(d.get("metadata") or {}),
-            [content_from_json(b) for b in d.get("content") or ()],
+            tool_name=d["tool_name"],
+            status=d["status"],
+            data=d.get("data"),
+            message=d.get("message"),
+            suspension=SuspendTicket.from_json(ticket) if ticket else None,
+            metadata=dict(d.get("metadata") or {}),
+            content=[content_from_json(b) for b in d.get("content") or ()],
         )

@@ -151,7 +151,7 @@ class StateMap:
         return len(self._values)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
     """The state at one revision. Never changes; later commits make new snapshots."""
 
@@ -166,7 +166,7 @@ class Snapshot:
         return self.ext.contains(key)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class PersistedState:
     """State in its JSON form: what run records, thread state rows and ``state_snapshot`` events carry."""
 
@@ -180,13 +180,13 @@ class PersistedState:
     def from_json(d: dict[str, Any] | None) -> PersistedState:
         if not d:
             return PersistedState()
-        return PersistedState(int(d.get("revision", 0)), dict(d.get("extensions") or {}))
+        return PersistedState(revision=int(d.get("revision", 0)), extensions=dict(d.get("extensions") or {}))
 
 
 _UPDATE, _CLEAR = 0, 1
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class MutationBatch:
     """An ordered list of updates to apply in one commit.
 
@@ -249,7 +249,7 @@ class MutationBatch:
         return self
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ScheduledAction:
     """Work a hook asks to run in a later phase (``name`` picks the registered handler)."""
 
@@ -257,7 +257,7 @@ class ScheduledAction:
     payload: Any = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Effect:
     """A side effect dispatched after the commit that carried it, with the post-commit snapshot."""
 
@@ -265,7 +265,7 @@ class Effect:
     payload: Any = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class StateCommand:
     """What hooks and tools return: a state patch plus scheduled actions and effects."""
 
@@ -282,11 +282,11 @@ class StateCommand:
         return self
 
     def schedule(self, name: str, payload: Any = None) -> StateCommand:
-        self.scheduled_actions.append(ScheduledAction(name, payload))
+        self.scheduled_actions.append(ScheduledAction(name=name, payload=payload))
         return self
 
     def effect(self, name: str, payload: Any = None) -> StateCommand:
-        self.effects.append(Effect(name, payload))
+        self.effects.append(Effect(name=name, payload=payload))
         return self
 
     def is_empty(self) -> bool:

@@ -45,13 +45,13 @@ T = TypeVar("T")
 DisplayStatus = RunOutcome
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Page(Generic[T]):
     items: list[T]
     next_cursor: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ThreadRecord:
     thread_id: str
     title: str | None = None
@@ -63,7 +63,7 @@ class ThreadRecord:
     updated_at: int = field(default_factory=now_ms)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WaitingTicket:
     """One call a waiting run needs a decision for."""
 
@@ -98,19 +98,19 @@ class WaitingTicket:
     @staticmethod
     def from_json(d: dict[str, Any]) -> WaitingTicket:
         return WaitingTicket(
-            d["ticket_id"],
-            d["tool_call_id"],
-            d["tool_name"],
-            d.get("arguments"),
-            d.get("resume_mode", "replay_tool_call"),
-            d.get("reason", ""),
-            d.get("message", ""),
-            int(d.get("updated_at", 0)),
-            ToolPreview.from_json(d["preview"]) if d.get("preview") else None,
+            ticket_id=d["ticket_id"],
+            tool_call_id=d["tool_call_id"],
+            tool_name=d["tool_name"],
+            arguments=d.get("arguments"),
+            resume_mode=d.get("resume_mode", "replay_tool_call"),
+            reason=d.get("reason", ""),
+            message=d.get("message", ""),
+            updated_at=int(d.get("updated_at", 0)),
+            preview=ToolPreview.from_json(d["preview"]) if d.get("preview") else None,
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WaitingState:
     reason: WaitingReason
     tickets: tuple[WaitingTicket, ...]
@@ -135,14 +135,14 @@ class WaitingState:
         if not d:
             return None
         return WaitingState(
-            d.get("reason", "tool_permission"),
-            tuple(WaitingTicket.from_json(t) for t in d.get("tickets", ())),
-            d.get("message", ""),
-            d.get("since_dispatch_id"),
+            reason=d.get("reason", "tool_permission"),
+            tickets=tuple(WaitingTicket.from_json(t) for t in d.get("tickets", ())),
+            message=d.get("message", ""),
+            since_dispatch_id=d.get("since_dispatch_id"),
         )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class RunRecord:
     """One run of an agent on a thread. ``status`` is the run lifecycle; ``display_status`` the CLI's view.
 
@@ -175,14 +175,14 @@ class RunRecord:
     def identity(self) -> RunIdentity:
         """The run's ids and lineage, as hooks and tools read them (a frozen view: they cannot change the record)."""
         return RunIdentity(
-            self.run_id,
-            self.thread_id,
-            self.agent_id,
-            self.origin,
-            self.parent_run_id,
-            self.parent_thread_id,
-            self.parent_tool_call_id,
-            self.session_id,
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            agent_id=self.agent_id,
+            origin=self.origin,
+            parent_run_id=self.parent_run_id,
+            parent_thread_id=self.parent_thread_id,
+            parent_tool_call_id=self.parent_tool_call_id,
+            session_id=self.session_id,
         )
 
     @property
@@ -250,7 +250,7 @@ class RunRecord:
         )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Checkpoint:
     """One atomic write: new messages (guarded by the thread's committed count), the run record, thread state."""
 
@@ -266,7 +266,7 @@ class Checkpoint:
     marks: list[EffectRecord] = field(default_factory=list[EffectRecord])
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class LoadedThread:
     thread: ThreadRecord
     messages: list[Message]
@@ -278,7 +278,7 @@ class LoadedThread:
 ThreadForRun = tuple[LoadedThread | None, list[EffectRecord]]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class SessionRecord:
     """An ACP session (or an MCP agent-tool conversation): the durable link between a client and a thread."""
 
@@ -301,7 +301,7 @@ class SessionRecord:
 PermissionBehavior = Literal["allow", "deny"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class PermissionGrant:
     """A remembered "always" answer: ``tool`` (a name or pattern) in ``workspace``, optionally for ``pattern``."""
 

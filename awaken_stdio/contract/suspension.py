@@ -39,7 +39,7 @@ WaitingReason = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Suspension:
     """What a person is asked: ``action`` says what kind of question (``tool:PermissionConfirm``, ``tool:<name>``)."""
 
@@ -51,14 +51,14 @@ class Suspension:
     preview: ToolPreview | None = None  # what the call would do if approved, worked out before asking
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PendingToolCall:
     id: str
     name: str
     arguments: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SuspendTicket:
     suspension: Suspension
     pending: PendingToolCall
@@ -83,20 +83,20 @@ class SuspendTicket:
     def from_json(d: dict[str, Any]) -> SuspendTicket:
         s, p = d["suspension"], d["pending"]
         return SuspendTicket(
-            Suspension(
-                s["id"],
-                s["action"],
-                s.get("message", ""),
-                s.get("parameters"),
-                s.get("response_schema"),
-                ToolPreview.from_json(s["preview"]) if s.get("preview") else None,
+            suspension=Suspension(
+                id=s["id"],
+                action=s["action"],
+                message=s.get("message", ""),
+                parameters=s.get("parameters"),
+                response_schema=s.get("response_schema"),
+                preview=ToolPreview.from_json(s["preview"]) if s.get("preview") else None,
             ),
-            PendingToolCall(p["id"], p["name"], p.get("arguments")),
-            d.get("resume_mode", "replay_tool_call"),
+            pending=PendingToolCall(id=p["id"], name=p["name"], arguments=p.get("arguments")),
+            resume_mode=d.get("resume_mode", "replay_tool_call"),
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallResume:
     """A decision for one suspended call.
 
@@ -116,21 +116,23 @@ class ToolCallResume:
     @staticmethod
     def approve(result: Any = None, *, always: bool = False, unknown: UnknownChoice | None = None) -> ToolCallResume:
         return ToolCallResume(
-            "resume",
-            result if result is not None else {"approved": True, "policy": "allow_always" if always else "allow_once"},
+            action="resume",
+            result=result
+            if result is not None
+            else {"approved": True, "policy": "allow_always" if always else "allow_once"},
             unknown=unknown,
         )
 
     @staticmethod
     def reject(reason: str | None = None, *, always: bool = False) -> ToolCallResume:
         return ToolCallResume(
-            "cancel",
-            {
+            action="cancel",
+            result={
                 "approved": False,
                 "policy": "reject_always" if always else "reject_once",
                 **({"reason": reason} if reason else {}),
             },
-            reason,
+            reason=reason,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -146,12 +148,12 @@ class ToolCallResume:
     @staticmethod
     def from_json(d: dict[str, Any]) -> ToolCallResume:
         return ToolCallResume(
-            d["action"],
-            d.get("result"),
-            d.get("reason"),
-            d.get("decision_id") or new_id(),
-            int(d.get("updated_at") or now_ms()),
-            d["unknown"] if d.get("unknown") in ("rerun", "done") else None,
+            action=d["action"],
+            result=d.get("result"),
+            reason=d.get("reason"),
+            decision_id=d.get("decision_id") or new_id(),
+            updated_at=int(d.get("updated_at") or now_ms()),
+            unknown=d["unknown"] if d.get("unknown") in ("rerun", "done") else None,
         )
 
 

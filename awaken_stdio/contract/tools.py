@@ -48,7 +48,7 @@ ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolDescriptor:
     """What the model and the protocol clients see of a tool.
 
@@ -102,7 +102,7 @@ def infer_tool_kind(name: str) -> ToolKind:
     return "other"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ToolOutput:
     """A result plus a state command: how a tool changes state, schedules actions or emits effects."""
 
@@ -169,7 +169,11 @@ class ToolCallContext:
         """Tell the host how the call is going (ACP tool_call_update, MCP progress)."""
         if self.emit is not None:
             content = {"schema": "tool-call-progress.v1", "status": status, "message": message, **extra}
-            await self.emit(ActivitySnapshot(self.call_id, "tool-call-progress", content, True))
+            await self.emit(
+                ActivitySnapshot(
+                    message_id=self.call_id, activity_type="tool-call-progress", content=content, replace=True
+                )
+            )
 
     async def log(self, level: LogLevel, message: str) -> None:
         """A log line for the client that called the tool (MCP ``notifications/message`` at or above the level it
@@ -226,11 +230,13 @@ class ToolCallContext:
 
     async def report_activity(self, activity_type: str, content: Any, *, replace: bool = True) -> None:
         if self.emit is not None:
-            await self.emit(ActivitySnapshot(self.call_id, activity_type, content, replace))
+            await self.emit(
+                ActivitySnapshot(message_id=self.call_id, activity_type=activity_type, content=content, replace=replace)
+            )
 
     async def stream_output(self, delta: str) -> None:
         if self.emit is not None:
-            await self.emit(ToolCallStreamDelta(self.call_id, delta))
+            await self.emit(ToolCallStreamDelta(id=self.call_id, delta=delta))
 
 
 class Tool(ABC):

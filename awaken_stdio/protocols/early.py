@@ -45,7 +45,7 @@ class _Stopped(Exception):
     """SIGTERM arrived before the first line: the server stops as it would have with the event loop running."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _FirstLine:
     """What was read from fd 0 before the event loop: ``data`` up to and past the first newline, or to EOF."""
 
@@ -114,7 +114,7 @@ def _read_first_line(fd: int = 0) -> _FirstLine:
             try:
                 if not select.select([fd], [], [], _PARENT_POLL_S)[0]:
                     if os.getppid() != parent:  # orphaned: nobody will write, and the peer's watch came too late
-                        return _FirstLine(data, True)
+                        return _FirstLine(data=data, ended=True)
                     continue
                 chunk = os.read(fd, _READ_CHUNK)
             except BlockingIOError:  # an inherited non-blocking fd 0 that select called readable too early
@@ -122,12 +122,12 @@ def _read_first_line(fd: int = 0) -> _FirstLine:
             except (OSError, ValueError):
                 break
             if not chunk:
-                return _FirstLine(data, True)
+                return _FirstLine(data=data, ended=True)
             data += chunk
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    return _FirstLine(data, False)
+    return _FirstLine(data=data, ended=False)
 
 
 def _write_answer(request_id: RequestId, result: Any, fd: int = 1) -> bool:

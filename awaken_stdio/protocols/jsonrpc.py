@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from functools import partial
 from typing import Any, TypeAlias
 
 import anyio
@@ -458,7 +459,9 @@ class JsonRpcPeer:
             await self._wait_for_room()
         problem = envelope_problem(message)
         if problem is not None:
-            await self._reply_error(echo, INVALID_REQUEST, f"Invalid Request: {problem}", None, batch)
+            await self._reply_error(
+                echo, INVALID_REQUEST, message=f"Invalid Request: {problem}", data=None, batch=batch
+            )
             return
         method: str = message["method"]
         params: Params = message.get("params")
@@ -466,21 +469,29 @@ class JsonRpcPeer:
             await self._dispatch_notification(method, params, notes)
         elif echo is None:
             await self._reply_error(
-                None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer", None, batch
+                None,
+                INVALID_REQUEST,
+                message="Invalid Request: id must be a string or an integer",
+                data=None,
+                batch=batch,
             )
         elif request_id in self._inbound:
             await self._reply_error(
                 None,
                 INVALID_REQUEST,
-                "Invalid Request: id is already in use by a request in flight",
-                {"id": request_id},
-                batch,
+                message="Invalid Request: id is already in use by a request in flight",
+                data={"id": request_id},
+                batch=batch,
             )
         else:
             handler = self._methods.get(method)
             if handler is None:
                 await self._reply_error(
-                    request_id, METHOD_NOT_FOUND, f"Method not found: {one_line(method)}", None, batch
+                    request_id,
+                    METHOD_NOT_FOUND,
+                    message=f"Method not found: {one_line(method)}",
+                    data=None,
+                    batch=batch,
                 )
                 return
             scope = self._inbound[echo] = anyio.CancelScope()  # before the task runs: cancellable at once
@@ -488,7 +499,9 @@ class JsonRpcPeer:
             assert self._task_group is not None
             if batch is not None:
                 batch.expect()
-            self._task_group.start_soon(self._serve, handler, method, params, echo, scope, batch)
+            self._task_group.start_soon(
+                partial(self._serve, handler, method, params=params, request_id=echo, scope=scope, batch=batch)
+            )
 
     def _handle_response(self, message: dict[str, Any]) -> None:
         request_id = message.get("id")
@@ -523,7 +536,7 @@ class JsonRpcPeer:
         try:
             with scope:
                 try:
-                    result = await handler(params, RequestContext(self, method, request_id))
+                    result = await handler(params, RequestContext(peer=self, method=method, request_id=request_id))
                 except Exception as exc:
                     data = encode_frame({"jsonrpc": "2.0", "id": request_id, "error": error_to_wire(exc)})
                 else:
@@ -572,7 +585,7 @@ class JsonRpcPeer:
         async with notes:
             async for handler, params, method in notes:
                 try:
-                    await handler(params, RequestContext(self, method, None))
+                    await handler(params, RequestContext(peer=self, method=method, request_id=None))
                 except Exception:
                     logger.exception("notification handler for %s failed", method)
                 finally:

@@ -35,7 +35,7 @@ class Caller(Protocol):
     async def notify(self, method: str, params: dict[str, Any] | list[Any] | None = None) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RequestContext:
     """What a handler knows about the message it serves; ``request_id`` is None for a notification."""
 

@@ -99,15 +99,17 @@ def content_parts(content: tuple[ContentBlock, ...], *, images: bool) -> list[Te
             case ImageBlock() if images:
                 parts.append(block)
             case ImageBlock():
-                parts.append(TextBlock(f"[image {block.uri or block.mime_type} omitted: this model takes no images]"))
+                parts.append(
+                    TextBlock(text=f"[image {block.uri or block.mime_type} omitted: this model takes no images]")
+                )
             case ResourceBlock(uri=uri, text=str(text)):
-                parts.append(TextBlock(f'<resource uri="{uri}">\n{text}\n</resource>'))
+                parts.append(TextBlock(text=f'<resource uri="{uri}">\n{text}\n</resource>'))
             case ResourceBlock(uri=uri, mime_type=mime):
-                parts.append(TextBlock(f"[binary resource {uri} ({mime or 'unknown type'}) omitted]"))
+                parts.append(TextBlock(text=f"[binary resource {uri} ({mime or 'unknown type'}) omitted]"))
             case ResourceLinkBlock(uri=uri, name=name):
-                parts.append(TextBlock(f"[resource {name}: {uri}]"))
+                parts.append(TextBlock(text=f"[resource {name}: {uri}]"))
             case AudioBlock(mime_type=mime):
-                parts.append(TextBlock(f"[audio ({mime}) omitted: this model takes no audio]"))
+                parts.append(TextBlock(text=f"[audio ({mime}) omitted: this model takes no audio]"))
     return parts
 
 
@@ -136,7 +138,7 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
     """Exponential backoff with jitter; a server's ``retry-after`` replaces the computed wait.
 
@@ -227,7 +229,7 @@ _CONTEXT_PHRASES = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorMapper:
     """Turns one SDK's exceptions into :class:`ProviderError` with a message a person can act on.
 
@@ -442,11 +444,11 @@ class SdkExecutor(LlmExecutor):
 
     def _make_errors(self, key: str, base_url: str) -> ErrorMapper:
         return ErrorMapper(
-            self.provider,
-            self.model,
-            base_url,
-            self.key_env,
-            key,
+            provider=self.provider,
+            model=self.model,
+            base_url=base_url,
+            key_env=self.key_env,
+            secret=key,
             status_error=self.sdk.APIStatusError,
             api_error=self.sdk.APIError,
             connection_error=self.sdk.APIConnectionError,

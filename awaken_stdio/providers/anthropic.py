@@ -92,22 +92,22 @@ class AnthropicModel(SdkExecutor):
                 if event.type == "content_block_delta":
                     delta = event.delta
                     if delta.type == "text_delta":
-                        yield TextChunk(delta.text)
+                        yield TextChunk(text=delta.text)
                     elif delta.type == "input_json_delta":
-                        yield ToolCallChunk(tools[event.index], args_delta=delta.partial_json)
+                        yield ToolCallChunk(index=tools[event.index], args_delta=delta.partial_json)
                     elif delta.type == "thinking_delta":
-                        yield ReasoningChunk(delta.thinking)
+                        yield ReasoningChunk(text=delta.thinking)
                     elif delta.type == "signature_delta":
                         yield ReasoningChunk(signature=delta.signature)
                 elif event.type == "content_block_start":
                     block = event.content_block
                     if block.type == "tool_use":
                         tools[event.index] = index = len(tools)
-                        yield ToolCallChunk(index, block.id, block.name)
+                        yield ToolCallChunk(index=index, id=block.id, name=block.name)
                     elif block.type == "text" and block.text:
-                        yield TextChunk(block.text)
+                        yield TextChunk(text=block.text)
                     elif block.type == "thinking" and (block.thinking or block.signature):
-                        yield ReasoningChunk(block.thinking, block.signature or None)
+                        yield ReasoningChunk(text=block.thinking, signature=block.signature or None)
                     elif block.type == "redacted_thinking":
                         yield ReasoningChunk(signature=block.data, redacted=True)
                 elif event.type == "message_start":
@@ -125,14 +125,19 @@ class AnthropicModel(SdkExecutor):
         if not stopped:
             raise ProviderError("stream_interrupted", "the anthropic stream ended before message_stop")
         if usage is not None:
-            yield UsageChunk(_usage(usage, output_tokens))
-        yield StopChunk(stop or "end_turn")
+            yield UsageChunk(usage=_usage(usage, output_tokens))
+        yield StopChunk(reason=stop or "end_turn")
 
 
 def _usage(start: Any, output_tokens: int) -> TokenUsage:
     read = start.cache_read_input_tokens or 0
     write = start.cache_creation_input_tokens or 0
-    return TokenUsage((start.input_tokens or 0) + read + write, output_tokens, read, write)
+    return TokenUsage(
+        input_tokens=(start.input_tokens or 0) + read + write,
+        output_tokens=output_tokens,
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+    )
 
 
 # -- the request -----------------------------------------------------------------------------------------------

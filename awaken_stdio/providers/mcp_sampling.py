@@ -134,11 +134,15 @@ def _chunks(result: dict[str, Any]) -> list[StreamChunk]:
         if not isinstance(block, dict):
             continue
         if block.get("type") == "text" and block.get("text"):
-            chunks.append(TextChunk(str(block["text"])))
+            chunks.append(TextChunk(text=str(block["text"])))
         elif block.get("type") == "tool_use":
             arguments = json.dumps(block.get("input") or {})
-            chunks.append(ToolCallChunk(calls, str(block.get("id", f"call_{calls}")), str(block["name"]), arguments))
+            chunks.append(
+                ToolCallChunk(
+                    index=calls, id=str(block.get("id", f"call_{calls}")), name=str(block["name"]), args_delta=arguments
+                )
+            )
             calls += 1
     reason = _STOP.get(str(result.get("stopReason")), "tool_use" if calls else "end_turn")
-    chunks.append(StopChunk(reason))
+    chunks.append(StopChunk(reason=reason))
     return chunks

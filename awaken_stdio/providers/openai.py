@@ -160,29 +160,34 @@ async def _chat(
     try:
         async for chunk in stream:
             if chunk.usage is not None:
-                yield UsageChunk(_chat_usage(chunk.usage))
+                yield UsageChunk(usage=_chat_usage(chunk.usage))
             for choice in chunk.choices[:1]:
                 delta = choice.delta
                 # Compatible servers' reasoning field: vLLM/DeepSeek `reasoning_content`, Ollama/OpenRouter `reasoning`.
                 if extra := delta.model_extra:  # fields beyond OpenAI's own, without a failed lookup per chunk
                     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
                     if isinstance(reasoning, str) and reasoning:
-                        yield ReasoningChunk(reasoning)
+                        yield ReasoningChunk(text=reasoning)
                 if delta.content:
-                    yield TextChunk(delta.content)
+                    yield TextChunk(text=delta.content)
                 if delta.refusal:
-                    yield TextChunk(delta.refusal)
+                    yield TextChunk(text=delta.refusal)
                 for position, call in enumerate(delta.tool_calls or ()):
                     fn = call.function
                     index = calls.index(position if call.index is None else call.index, call.id)
-                    yield ToolCallChunk(index, call.id, fn.name if fn else None, (fn.arguments or "") if fn else "")
+                    yield ToolCallChunk(
+                        index=index,
+                        id=call.id,
+                        name=fn.name if fn else None,
+                        args_delta=(fn.arguments or "") if fn else "",
+                    )
                 finish = choice.finish_reason or finish
     finally:
         await close_stream(stream)
     if finish is None:
         raise ProviderError("stream_interrupted", "the openai stream ended without a finish_reason")
     reason = _FINISH.get(finish, "end_turn")
-    yield StopChunk("tool_use" if reason == "end_turn" and calls.count else reason)
+    yield StopChunk(reason="tool_use" if reason == "end_turn" and calls.count else reason)
 
 
 class _CallIndex:
@@ -291,19 +296,19 @@ async def _responses(
         async for event in stream:
             kind = event.type
             if kind == "response.output_text.delta" or kind == "response.refusal.delta":
-                yield TextChunk(event.delta)
+                yield TextChunk(text=event.delta)
             elif kind == "response.reasoning_summary_text.delta" or kind == "response.reasoning_text.delta":
-                yield ReasoningChunk(event.delta)
+                yield ReasoningChunk(text=event.delta)
             elif kind == "response.output_item.added" and event.item.type == "function_call":
                 item = event.item
                 calls[item.id or item.call_id] = index = len(calls)
-                yield ToolCallChunk(index, item.call_id, item.name, item.arguments or "")
+                yield ToolCallChunk(index=index, id=item.call_id, name=item.name, args_delta=item.arguments or "")
             elif kind == "response.function_call_arguments.delta":
-                yield ToolCallChunk(calls[event.item_id], args_delta=event.delta)
+                yield ToolCallChunk(index=calls[event.item_id], args_delta=event.delta)
             elif kind == "response.completed" or kind == "response.incomplete":
                 response = event.response
                 if response.usage is not None:
-                    yield UsageChunk(_responses_usage(response.usage))
+                    yield UsageChunk(usage=_responses_usage(response.usage))
                 reason = response.incomplete_details.reason if response.incomplete_details else None
                 if reason == "max_output_tokens":
                     stop = "max_tokens"
@@ -320,13 +325,19 @@ async def _responses(
         await close_stream(stream)
     if stop is None:
         raise ProviderError("stream_interrupted", "the openai response stream ended before response.completed")
-    yield StopChunk(stop)
+    yield StopChunk(reason=stop)
 
 
 def _responses_usage(usage: Any) -> TokenUsage:
     cached = getattr(usage.input_tokens_details, "cached_tokens", 0) if usage.input_tokens_details else 0
     reasoning = getattr(usage.output_tokens_details, "reasoning_tokens", 0) if usage.output_tokens_details else 0
-    return TokenUsage(usage.input_tokens, usage.output_tokens, cached or 0, 0, reasoning or 0)
+    return TokenUsage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=cached or 0,
+        cache_write_tokens=0,
+        thinking_tokens=reasoning or 0,
+    )
 
 
 def responses_input(request: InferenceRequest, *, images: bool) -> list[dict[str, Any]]:

@@ -178,7 +178,7 @@ def script_json_schema() -> dict[str, Any]:
 # -- the player ------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Turn:
     """A validated turn compiled for the hot path: everything but the usage estimate is computed once."""
 
@@ -202,9 +202,9 @@ def _compile(turn: ScriptTurn, index: int) -> _Turn:
     size = DEFAULT_CHUNK_CHARS if turn.chunk_chars is None else turn.chunk_chars
     chunks: list[StreamChunk] = []
     if turn.thinking:
-        chunks += [ReasoningChunk(p) for p in _pieces(turn.thinking, size)]
+        chunks += [ReasoningChunk(text=p) for p in _pieces(turn.thinking, size)]
     if turn.text:
-        chunks += [TextChunk(p) for p in _pieces(turn.text, size)]
+        chunks += [TextChunk(text=p) for p in _pieces(turn.text, size)]
     out_chars = len(turn.thinking) + len(turn.text)
     for i, call in enumerate(turn.tool_calls):
         args = call.arguments_json
@@ -212,12 +212,12 @@ def _compile(turn: ScriptTurn, index: int) -> _Turn:
             args = json.dumps(call.arguments, ensure_ascii=False)
         out_chars += len(args)
         first, *rest = _pieces(args, turn.chunk_chars or 0)
-        chunks.append(ToolCallChunk(i, call.id or f"call_{index}_{i}", call.name, first))
-        chunks += [ToolCallChunk(i, args_delta=p) for p in rest]
+        chunks.append(ToolCallChunk(index=i, id=call.id or f"call_{index}_{i}", name=call.name, args_delta=first))
+        chunks += [ToolCallChunk(index=i, args_delta=p) for p in rest]
     usage = turn.usage
     usage_chunk = None
     if usage is not None and usage.input_tokens is not None and usage.output_tokens is not None:
-        usage_chunk = UsageChunk(TokenUsage(**usage.model_dump()))
+        usage_chunk = UsageChunk(usage=TokenUsage(**usage.model_dump()))
     return _Turn(
         index=index,
         delay_s=turn.delay_ms / 1000,
@@ -226,7 +226,7 @@ def _compile(turn: ScriptTurn, index: int) -> _Turn:
         usage_chunk=usage_chunk,
         usage=usage,
         output_estimate=_tokens(out_chars),
-        stop=StopChunk(turn.stop_reason or ("tool_use" if turn.tool_calls else "end_turn")),
+        stop=StopChunk(reason=turn.stop_reason or ("tool_use" if turn.tool_calls else "end_turn")),
     )
 
 
@@ -286,14 +286,14 @@ class _Player(LlmExecutor):
 def _usage(turn: _Turn, request: InferenceRequest) -> UsageChunk:
     given = turn.usage
     if given is None:
-        return UsageChunk(TokenUsage(_input_estimate(request), turn.output_estimate))
+        return UsageChunk(usage=TokenUsage(input_tokens=_input_estimate(request), output_tokens=turn.output_estimate))
     return UsageChunk(
-        TokenUsage(
-            _input_estimate(request) if given.input_tokens is None else given.input_tokens,
-            turn.output_estimate if given.output_tokens is None else given.output_tokens,
-            given.cache_read_tokens,
-            given.cache_write_tokens,
-            given.thinking_tokens,
+        usage=TokenUsage(
+            input_tokens=_input_estimate(request) if given.input_tokens is None else given.input_tokens,
+            output_tokens=turn.output_estimate if given.output_tokens is None else given.output_tokens,
+            cache_read_tokens=given.cache_read_tokens,
+            cache_write_tokens=given.cache_write_tokens,
+            thinking_tokens=given.thinking_tokens,
         )
     )
 

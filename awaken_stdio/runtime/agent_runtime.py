@@ -51,7 +51,7 @@ __all__ = ["AgentRuntime"]
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _ActiveRun:
     thread_id: str
     run_id: str | None = None
@@ -218,7 +218,7 @@ class AgentRuntime:
         thread_id = activation.thread_id or new_id()
         if thread_id in self._active:
             raise ThreadAlreadyRunning(thread_id)
-        active = self._active[thread_id] = _ActiveRun(thread_id)  # claimed before the first await
+        active = self._active[thread_id] = _ActiveRun(thread_id=thread_id)  # claimed before the first await
         try:
             loop = await self._prepare(activation, thread_id, sink, active)
             if active.cancel_requested:
@@ -311,9 +311,9 @@ class AgentRuntime:
             if existing is not None and existing.status != "created":
                 raise InvalidResume(f"run id {activation.run_id} is already used")
         return RunRecord(
-            activation.run_id or new_id(),
-            thread_id,
-            agent_id,
+            run_id=activation.run_id or new_id(),
+            thread_id=thread_id,
+            agent_id=agent_id,
             parent_run_id=activation.parent_run_id,
             parent_thread_id=activation.parent_thread_id,
             parent_tool_call_id=activation.parent_tool_call_id,
@@ -402,11 +402,11 @@ class AgentRuntime:
         """
         if thread_id in self._active:
             raise ThreadAlreadyRunning(thread_id)
-        active = self._active[thread_id] = _ActiveRun(thread_id)
+        active = self._active[thread_id] = _ActiveRun(thread_id=thread_id)
         try:
             loaded = await self.store.load_thread(thread_id)
             if loaded is None or not loaded.messages:
-                return CompactionResult(None, "the conversation is empty")
+                return CompactionResult(summary=None, reason="the conversation is empty")
             agent = self.resolve(agent_id or _persisted_agent(loaded) or self.default_agent_id())
             report = CompactionReport(sink) if sink is not None else None
             result = await self.compactor(agent).compact(model_view(loaded.messages), report)
@@ -422,7 +422,12 @@ class AgentRuntime:
 
         def after(loaded: LoadedThread | None) -> Checkpoint:  # after whatever another writer appended meanwhile
             assert loaded is not None and loaded.latest_run is not None  # a thread with messages has had a run
-            return Checkpoint(thread_id, loaded.thread.message_count, [message], loaded.latest_run)
+            return Checkpoint(
+                thread_id=thread_id,
+                expected_message_count=loaded.thread.message_count,
+                messages=[message],
+                run=loaded.latest_run,
+            )
 
         await write_checkpoint(self.store, thread_id, after)
 

@@ -57,7 +57,7 @@ SUMMARY_SYSTEM = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionPolicy:
     """An agent's ``compaction`` section; the defaults are the config file's."""
 
@@ -155,7 +155,7 @@ def plan_cut(view: list[Message], keep_messages: int) -> int | None:
 # -- the summary -----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionResult:
     """What a compaction did: ``summary`` is the message to append, ``None`` when skipped (``reason`` says why)."""
 
@@ -190,7 +190,11 @@ class CompactionReport:
         self.started = False
 
     async def _tell(self, content: dict[str, Any]) -> None:
-        await self.emit(ActivitySnapshot(self.id, COMPACTION_ACTIVITY, content, "chunk" not in content))
+        await self.emit(
+            ActivitySnapshot(
+                message_id=self.id, activity_type=COMPACTION_ACTIVITY, content=content, replace="chunk" not in content
+            )
+        )
 
     async def start(self) -> None:
         self.started = True
@@ -285,16 +289,20 @@ class Compactor:
         before = estimate_tokens(view)
         cut = plan_cut(view, self.policy.keep_messages)
         if cut is None:
-            return CompactionResult(None, "no earlier turn can be summarised apart from the latest one", before)
+            return CompactionResult(
+                summary=None, reason="no earlier turn can be summarised apart from the latest one", tokens_before=before
+            )
         removed = estimate_tokens(view[:cut])
         if removed < MIN_REMOVED_TOKENS:
             reason = f"the earlier turns hold about {removed:,} tokens, under {MIN_REMOVED_TOKENS:,}"
-            return CompactionResult(None, reason, before)
+            return CompactionResult(summary=None, reason=reason, tokens_before=before)
         if report is not None:
             await report.start()
         text, usage = await self._summarise(view[:cut], report, sampling)
         if not text:
-            return CompactionResult(None, "the model returned an empty summary", before, usage=usage)
+            return CompactionResult(
+                summary=None, reason="the model returned an empty summary", tokens_before=before, usage=usage
+            )
         summarised = sum(1 for m in view[:cut] if not is_summary(m))
         metadata = {
             COMPACTION_KEY: {
@@ -304,12 +312,16 @@ class Compactor:
                 "model": self.model_name,
             }
         }
-        summary = Message("system", (TextBlock(f"{_OPEN}\n{text}\n{_CLOSE}"),), internal=True, metadata=metadata)
+        summary = Message(
+            role="system", content=(TextBlock(text=f"{_OPEN}\n{text}\n{_CLOSE}"),), internal=True, metadata=metadata
+        )
         after = before - removed + message_tokens(summary)
         if before - after < self.policy.min_savings_ratio * before:
             reason = f"the summary would save {1 - after / before:.0%}, under {self.policy.min_savings_ratio:.0%}"
-            return CompactionResult(None, reason, before, after, usage=usage)
-        return CompactionResult(summary, "", before, after, summarised, usage)
+            return CompactionResult(summary=None, reason=reason, tokens_before=before, tokens_after=after, usage=usage)
+        return CompactionResult(
+            summary=summary, reason="", tokens_before=before, tokens_after=after, summarised=summarised, usage=usage
+        )
 
     async def _summarise(
         self, messages: list[Message], report: CompactionReport | None, sampling: SamplingHost | None
@@ -318,8 +330,8 @@ class Compactor:
         # a history without tool definitions.
         prompt = f"Summarise this conversation:\n\n<transcript>\n{_transcript(messages)}\n</transcript>"
         request = InferenceRequest(
-            self.model_name,
-            [Message.user(prompt)],
+            model=self.model_name,
+            messages=[Message.user(prompt)],
             system=SUMMARY_SYSTEM,
             max_output_tokens=self.policy.summary_max_tokens,
             enable_prompt_cache=False,

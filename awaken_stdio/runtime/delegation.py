@@ -32,9 +32,9 @@ class AgentTool(Tool):
         self.run = run  # runs the child to its end (``AgentRuntime.run``)
         self.agent_id = agent_id
         self.descriptor = ToolDescriptor(
-            delegate_tool_name(agent_id),
-            description or f"Delegate a task to the agent '{agent_id}' and get its answer.",
-            {
+            name=delegate_tool_name(agent_id),
+            description=description or f"Delegate a task to the agent '{agent_id}' and get its answer.",
+            parameters={
                 "type": "object",
                 "properties": {"prompt": {"type": "string", "description": "The task for the agent, self-contained."}},
                 "required": ["prompt"],
@@ -79,14 +79,14 @@ class AgentTool(Tool):
         if child.status == "waiting":
             await ctx.report_progress("pending", f"{self.agent_id} is waiting for a decision")
             ticket = SuspendTicket(
-                Suspension(
-                    f"delegate_run:{child.run_id}",
-                    "agent_delegate:suspended",
-                    f"Agent '{self.agent_id}' is waiting for a decision",
-                    data,
+                suspension=Suspension(
+                    id=f"delegate_run:{child.run_id}",
+                    action="agent_delegate:suspended",
+                    message=f"Agent '{self.agent_id}' is waiting for a decision",
+                    parameters=data,
                 ),
-                PendingToolCall(ctx.call_id, self.name, args),
-                "use_decision_as_tool_result",
+                pending=PendingToolCall(id=ctx.call_id, name=self.name, arguments=args),
+                resume_mode="use_decision_as_tool_result",
             )
             result = ToolResult.suspended(self.name, ticket)
         elif child.status == "completed":

@@ -21,7 +21,7 @@ __all__ = ["INTERRUPTED", "CallResult", "Invoke", "ParallelToolExecutor", "Seque
 INTERRUPTED = "[Tool execution was interrupted]"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class CallResult:
     call: ToolCall
     result: ToolResult
@@ -52,7 +52,7 @@ class SequentialToolExecutor(ToolExecutor):
             await commit(outcome)
             if outcome.result.is_pending or outcome.fatal is not None:
                 for rest in calls[i + 1 :]:
-                    await commit(CallResult(rest, ToolResult.error(rest.name, INTERRUPTED)))
+                    await commit(CallResult(call=rest, result=ToolResult.error(rest.name, INTERRUPTED)))
                 return False
         return True
 

@@ -18,10 +18,13 @@ class FrontEndTool(Tool):
         if ctx.resume_input is not None:
             return ToolResult.success(self.name, ctx.resume_input.result)
         ticket = SuspendTicket(
-            Suspension(
-                f"suspend_{ctx.call_id}", f"tool:{self.name}", f"Waiting for the client to run '{self.name}'", args
+            suspension=Suspension(
+                id=f"suspend_{ctx.call_id}",
+                action=f"tool:{self.name}",
+                message=f"Waiting for the client to run '{self.name}'",
+                parameters=args,
             ),
-            PendingToolCall(ctx.call_id, self.name, args),
-            "use_decision_as_tool_result",
+            pending=PendingToolCall(id=ctx.call_id, name=self.name, arguments=args),
+            resume_mode="use_decision_as_tool_result",
         )
         return ToolResult.suspended(self.name, ticket)

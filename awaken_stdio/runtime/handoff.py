@@ -18,7 +18,7 @@ from awaken_stdio.runtime.plugins import Phase, PhaseContext, Plugin, PluginRegi
 __all__ = ["ACTIVE_AGENT", "ACTIVE_AGENT_ID", "HandoffPlugin", "request_handoff"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ActiveAgent:
     active_agent: str | None = None
     requested_agent: str | None = None
@@ -27,9 +27,9 @@ class ActiveAgent:
 def _apply(value: ActiveAgent, update: tuple[str, str | None]) -> ActiveAgent:
     op, agent = update
     if op == "request":
-        return ActiveAgent(value.active_agent, agent)
+        return ActiveAgent(active_agent=value.active_agent, requested_agent=agent)
     if op == "activate":
-        return ActiveAgent(agent, None)
+        return ActiveAgent(active_agent=agent, requested_agent=None)
     return ActiveAgent()
 
 
@@ -39,7 +39,7 @@ ACTIVE_AGENT: StateKey[ActiveAgent, tuple[str, str | None]] = StateKey(
     apply=_apply,
     scope="thread",
     encode=lambda v: {"active_agent": v.active_agent, "requested_agent": v.requested_agent},
-    decode=lambda d: ActiveAgent(d.get("active_agent"), d.get("requested_agent")),
+    decode=lambda d: ActiveAgent(active_agent=d.get("active_agent"), requested_agent=d.get("requested_agent")),
 )
 ACTIVE_AGENT_ID: StateKey[str | None, str | None] = StateKey("agent_handoff.active_agent_id", scope="thread")
 
@@ -60,9 +60,9 @@ class HandoffTool(Tool):
     def __init__(self, agents: list[str]) -> None:
         self.agents = agents
         self.descriptor = ToolDescriptor(
-            "handoff",
-            "Hand the conversation over to another agent, which takes over from the next step.",
-            {
+            name="handoff",
+            description="Hand the conversation over to another agent, which takes over from the next step.",
+            parameters={
                 "type": "object",
                 "properties": {
                     "agent": {"type": "string", "enum": agents, "description": "The agent to hand over to."},
@@ -77,7 +77,7 @@ class HandoffTool(Tool):
         agent = args.get("agent")
         if agent not in self.agents:
             raise ToolFailure(f"agent must be one of {', '.join(self.agents)}", "invalid_arguments")
-        return ToolOutput(ToolResult.success(self.name, {"handoff_to": agent}), request_handoff(agent))
+        return ToolOutput(result=ToolResult.success(self.name, {"handoff_to": agent}), command=request_handoff(agent))
 
 
 class HandoffPlugin(Plugin):

@@ -55,7 +55,7 @@ ToolStatus = Literal["success", "error", "pending", "cancelled"]
 # -- what a sink receives ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InferenceEvent:
     """One inference (a ``chat`` span): what was asked of which model and what it cost."""
 
@@ -71,7 +71,7 @@ class InferenceEvent:
     error_type: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolEvent:
     """One executed tool call (an ``execute_tool`` span)."""
 
@@ -88,7 +88,7 @@ class ToolEvent:
 MetricsEvent = InferenceEvent | ToolEvent
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AgentMetrics:
     """A run's aggregate, delivered once it ends (or stops to wait for a person: ``status == "waiting"``).
 
@@ -116,7 +116,7 @@ class MetricsSink(Protocol):
     def on_run_end(self, metrics: AgentMetrics) -> None: ...
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class InMemorySink:
     """Keeps everything (tests, ``doctor``, an embedding program that reports at the end)."""
 
@@ -186,7 +186,7 @@ class LogSink:
 # -- the plugin ---------------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _Open:
     """An operation in flight: its span (``None`` without tracing) and when it started."""
 
@@ -197,7 +197,7 @@ class _Open:
     step: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _Run:
     thread_id: str
     agent_id: str
@@ -268,7 +268,7 @@ class ObservabilityPlugin(Plugin):
         stale = self._threads.get(ctx.thread_id)
         if stale is not None and stale in self._runs:
             self._close(stale, "error", _OTHER, "the run ended without run_end")
-        run = self._runs[ctx.run_id] = _Run(ctx.thread_id, ctx.agent.id, time.perf_counter())
+        run = self._runs[ctx.run_id] = _Run(thread_id=ctx.thread_id, agent_id=ctx.agent.id, started=time.perf_counter())
         self._threads[ctx.thread_id] = ctx.run_id
         if self._tracer is not None:
             attributes = {
@@ -301,10 +301,12 @@ class ObservabilityPlugin(Plugin):
             del self._threads[run.thread_id]
         cut = error_type or ("cancelled" if status == "cancelled" else _OTHER)
         if run.chat is not None:
-            self._finish_inference(run_id, run, run.chat, None, (), cut, message)
+            self._finish_inference(run_id, run, open_=run.chat, usage=None, reasons=(), error_type=cut, message=message)
         for call_id, open_ in list(run.tools.items()):
             tool_status: ToolStatus = "cancelled" if status == "cancelled" else "error"
-            self._finish_tool(run_id, run, call_id, open_, tool_status, cut, message)
+            self._finish_tool(
+                run_id, run, call_id=call_id, open_=open_, status=tool_status, error_type=cut, message=message
+            )
         if run.span is not None:
             span = run.span
             span.set_attribute("awaken.run.status", status)
@@ -314,16 +316,16 @@ class ObservabilityPlugin(Plugin):
             duration = _elapsed_ms(run.started)
             self.sink.on_run_end(
                 AgentMetrics(
-                    run_id,
-                    run.thread_id,
-                    run.agent_id,
-                    status,
-                    run.inferences,
-                    run.tool_calls,
-                    run.usage,
-                    duration,
-                    run.errors,
-                    error_type,
+                    run_id=run_id,
+                    thread_id=run.thread_id,
+                    agent_id=run.agent_id,
+                    status=status,
+                    inferences=run.inferences,
+                    tool_calls=run.tool_calls,
+                    usage=run.usage,
+                    duration_ms=duration,
+                    errors=run.errors,
+                    error_type=error_type,
                 )
             )
 
@@ -361,7 +363,9 @@ class ObservabilityPlugin(Plugin):
             )
             if run.span is not None and run.inferences == 0:
                 run.span.set_attribute("gen_ai.request.model", request.model)
-        run.chat = _Open(span, time.perf_counter(), request.model, provider, ctx.step + 1)
+        run.chat = _Open(
+            span=span, started=time.perf_counter(), name=request.model, provider=provider, step=ctx.step + 1
+        )
         return request
 
     async def _end_inference(self, ctx: PhaseContext) -> None:
@@ -370,7 +374,9 @@ class ObservabilityPlugin(Plugin):
             return
         response = ctx.response
         reasons = (response.stop_reason,) if response.stop_reason else ()
-        self._finish_inference(ctx.run_id, run, run.chat, response.usage, reasons, None, "")
+        self._finish_inference(
+            ctx.run_id, run, open_=run.chat, usage=response.usage, reasons=reasons, error_type=None, message=""
+        )
 
     def _finish_inference(
         self,
@@ -399,16 +405,16 @@ class ObservabilityPlugin(Plugin):
             duration = _elapsed_ms(open_.started)
             self.sink.record(
                 InferenceEvent(
-                    run_id,
-                    run.thread_id,
-                    run.agent_id,
-                    open_.step,
-                    open_.name,
-                    open_.provider,
-                    usage,
-                    reasons,
-                    duration,
-                    error_type,
+                    run_id=run_id,
+                    thread_id=run.thread_id,
+                    agent_id=run.agent_id,
+                    step=open_.step,
+                    model=open_.name,
+                    provider=open_.provider,
+                    usage=usage,
+                    finish_reasons=reasons,
+                    duration_ms=duration,
+                    error_type=error_type,
                 )
             )
 
@@ -432,7 +438,7 @@ class ObservabilityPlugin(Plugin):
                     "gen_ai.conversation.id": ctx.thread_id,
                 },
             )
-        run.tools[ctx.tool_call_id] = _Open(span, time.perf_counter(), ctx.tool_name)
+        run.tools[ctx.tool_call_id] = _Open(span=span, started=time.perf_counter(), name=ctx.tool_name)
 
     async def _end_tool(self, ctx: PhaseContext) -> None:
         run = self._runs.get(ctx.run_id)
@@ -442,10 +448,20 @@ class ObservabilityPlugin(Plugin):
         result = ctx.tool_result
         if result is not None and result.is_error:
             message = (result.message or "")[:200]
-            self._finish_tool(ctx.run_id, run, ctx.tool_call_id, open_, "error", _tool_error_type(result), message)
+            self._finish_tool(
+                ctx.run_id,
+                run,
+                call_id=ctx.tool_call_id,
+                open_=open_,
+                status="error",
+                error_type=_tool_error_type(result),
+                message=message,
+            )
         else:
             status: ToolStatus = "pending" if result is not None and result.is_pending else "success"
-            self._finish_tool(ctx.run_id, run, ctx.tool_call_id, open_, status, None, "")
+            self._finish_tool(
+                ctx.run_id, run, call_id=ctx.tool_call_id, open_=open_, status=status, error_type=None, message=""
+            )
 
     def _finish_tool(
         self,
@@ -469,7 +485,16 @@ class ObservabilityPlugin(Plugin):
         if self.sink is not None:
             duration = _elapsed_ms(open_.started)
             self.sink.record(
-                ToolEvent(run_id, run.thread_id, run.agent_id, call_id, open_.name, status, duration, error_type)
+                ToolEvent(
+                    run_id=run_id,
+                    thread_id=run.thread_id,
+                    agent_id=run.agent_id,
+                    call_id=call_id,
+                    tool_name=open_.name,
+                    status=status,
+                    duration_ms=duration,
+                    error_type=error_type,
+                )
             )
 
     def _provider(self, model_id: str) -> str:

@@ -75,7 +75,7 @@ _RESTRICTIVENESS: dict[str, int] = {"deny": 2, "ask": 1, "allow": 0}  # how comm
 _ALWAYS: dict[str, PermissionBehavior] = {"allow_always": "allow", "reject_always": "deny"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PermissionRule:
     """A configured rule, or a remembered answer turned into one."""
 
@@ -84,7 +84,7 @@ class PermissionRule:
     remembered: bool = False  # a stored "always" answer rather than configuration
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PermissionDecision:
     """The outcome for one call and the rule that decided it (``None``: the default or the mode)."""
 
@@ -92,7 +92,7 @@ class PermissionDecision:
     rule: PermissionRule | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PermissionPolicy:
     """An agent's rules (plus remembered grants) and default, ready to judge calls."""
 
@@ -111,11 +111,14 @@ class PermissionPolicy:
             behavior = rule.get("behavior")
             if behavior not in _BEHAVIORS:
                 raise ConfigError(f"agent {agent.id!r}: permission behavior {behavior!r} is not allow, ask or deny")
-            rules.append(PermissionRule(ToolPattern.parse(str(rule.get("tool", ""))), behavior))
-        return PermissionPolicy(tuple(rules), default)
+            rules.append(PermissionRule(pattern=ToolPattern.parse(str(rule.get("tool", ""))), behavior=behavior))
+        return PermissionPolicy(rules=tuple(rules), default=default)
 
     def with_grants(self, grants: Iterable[PermissionGrant]) -> PermissionPolicy:
-        remembered = (PermissionRule(ToolPattern.parse(g.tool, g.pattern), g.behavior, True) for g in grants)
+        remembered = (
+            PermissionRule(pattern=ToolPattern.parse(g.tool, g.pattern), behavior=g.behavior, remembered=True)
+            for g in grants
+        )
         return replace(self, rules=(*self.rules, *remembered))
 
     def always_denies(self, tool: str) -> bool:
@@ -137,15 +140,15 @@ class PermissionPolicy:
         )
         lifted = mode == "bypass" or (mode == "accept_edits" and descriptor is not None and descriptor.kind == "edit")
         if decision.behavior == "ask" and lifted:
-            return PermissionDecision("allow")
+            return PermissionDecision(behavior="allow")
         return decision
 
     def _decide_one(self, tool: str, value: str | None, fallback: Behavior) -> PermissionDecision:
         matching = [r for r in self.rules if r.pattern.matches(tool, value)]
         if not matching:
-            return PermissionDecision(fallback)
+            return PermissionDecision(behavior=fallback)
         best = max(matching, key=lambda r: (_PRECEDENCE[r.behavior], not r.remembered, r.pattern.specificity))
-        return PermissionDecision(best.behavior, best)
+        return PermissionDecision(behavior=best.behavior, rule=best)
 
 
 def permission_mode(ctx: PhaseContext) -> PermissionMode:
@@ -187,9 +190,14 @@ def _grant_id(workspace: str, tool: str, pattern: str | None, behavior: str) -> 
 
 def _ticket(call_id: str, tool: str, args: Any) -> SuspendTicket:
     return SuspendTicket(
-        Suspension(f"perm_{call_id}", PERMISSION_ACTION, f"Permission required for tool '{tool}'", args),
-        PendingToolCall(f"perm_{call_id}", "permission_confirm", args),
-        "replay_tool_call",
+        suspension=Suspension(
+            id=f"perm_{call_id}",
+            action=PERMISSION_ACTION,
+            message=f"Permission required for tool '{tool}'",
+            parameters=args,
+        ),
+        pending=PendingToolCall(id=f"perm_{call_id}", name="permission_confirm", arguments=args),
+        resume_mode="replay_tool_call",
     )
 
 
@@ -218,12 +226,14 @@ class PermissionPlugin(Plugin):
         mode = permission_mode(ctx)
         if mode == "plan" and not (descriptor is not None and descriptor.read_only):
             message = f"Tool '{name}' is not available in plan mode: only read-only tools run until plan mode ends."
-            return SetResult(ToolResult.error(name, message))
-        decision = await self.decide(name, ctx.tool_args, descriptor, ctx.env.cwd, ctx.agent, mode)
+            return SetResult(result=ToolResult.error(name, message))
+        decision = await self.decide(
+            name, ctx.tool_args, descriptor=descriptor, cwd=ctx.env.cwd, agent=ctx.agent, mode=mode
+        )
         if decision.behavior == "deny":
-            return Block(f"Tool '{name}' denied by permission rules")
+            return Block(reason=f"Tool '{name}' denied by permission rules")
         if decision.behavior == "ask":
-            return Suspend(_ticket(ctx.tool_call_id or "", name, ctx.tool_args))
+            return Suspend(ticket=_ticket(ctx.tool_call_id or "", name, ctx.tool_args))
         return None
 
     async def decide(
@@ -274,5 +284,12 @@ class PermissionPlugin(Plugin):
         for tool, pattern in remembered_scopes(name, args):
             grant_id = _grant_id(workspace, tool, pattern, behavior)
             await self.store.add_grant(
-                PermissionGrant(grant_id, workspace, tool, behavior, pattern, expires_at=expires_at)
+                PermissionGrant(
+                    grant_id=grant_id,
+                    workspace=workspace,
+                    tool=tool,
+                    behavior=behavior,
+                    pattern=pattern,
+                    expires_at=expires_at,
+                )
             )

@@ -25,13 +25,13 @@ log = logging.getLogger(__name__)
 MAX_ACTION_ROUNDS = 16
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _QueuedAction:
     id: int
     action: ScheduledAction
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class PhaseEngine:
     store: StateStore
     hooks: dict[Phase, list[tuple[str, PhaseHook]]] = field(default_factory=dict)
@@ -64,7 +64,7 @@ class PhaseEngine:
         revision = self.store.commit(cmd.patch)
         for action in cmd.scheduled_actions:
             self._next_action_id += 1
-            self.pending.append(_QueuedAction(self._next_action_id, action))
+            self.pending.append(_QueuedAction(id=self._next_action_id, action=action))
         if cmd.effects:
             snapshot = self.store.snapshot()
             for effect in cmd.effects:

@@ -101,21 +101,21 @@ class PhaseContext:
 PhaseHook = Callable[[PhaseContext], Awaitable[StateCommand | None]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Block:
     """Refuse the call; the run ends ``blocked`` with this reason."""
 
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Suspend:
     """Hold the call until a person decides."""
 
     ticket: SuspendTicket
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SetResult:
     """Answer the call without running the tool."""
 
@@ -129,7 +129,7 @@ ScheduledActionHandler = Callable[[PhaseContext, Any], Awaitable[StateCommand | 
 EffectHandler = Callable[[Any, Snapshot], Awaitable[None]]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class PluginRegistrar:
     """Collects a plugin's registrations; duplicates are errors, never silent overrides.
 

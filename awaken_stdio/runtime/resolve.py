@@ -50,7 +50,7 @@ def matches_any(name: str, patterns: list[str]) -> bool:
     return any(p == name or fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ResolvedAgent:
     spec: AgentSpec
     model_name: str
@@ -98,7 +98,15 @@ def resolve_agent(runtime: Registry, agent_id: str, run: RunAgent) -> ResolvedAg
                 raise ConfigError(f"agent {agent_id!r} delegates to {delegate!r}, which is not defined")
             tool = AgentTool(run, delegate, runtime.agents[delegate].description)
             tools[tool.name] = tool
-    resolved = ResolvedAgent(spec, model_name, executor, tools, plugins, registrar, index_hooks(registrar.hooks))
+    resolved = ResolvedAgent(
+        spec=spec,
+        model_name=model_name,
+        executor=executor,
+        tools=tools,
+        plugins=plugins,
+        registrar=registrar,
+        hooks=index_hooks(registrar.hooks),
+    )
     resolved.tool_json = [_tool_json(t) for t in tools.values()]
     return resolved
 

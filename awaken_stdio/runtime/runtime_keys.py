@@ -33,7 +33,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunLifecycle:
     run_id: str = ""
     status: RunStatus = "created"
@@ -53,11 +53,15 @@ class RunLifecycle:
     @staticmethod
     def from_json(d: dict[str, Any]) -> RunLifecycle:
         return RunLifecycle(
-            d["run_id"], d["status"], d.get("status_reason"), int(d.get("updated_at", 0)), int(d.get("step_count", 0))
+            run_id=d["run_id"],
+            status=d["status"],
+            status_reason=d.get("status_reason"),
+            updated_at=int(d.get("updated_at", 0)),
+            step_count=int(d.get("step_count", 0)),
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LifecycleUpdate:
     """``start`` | ``step_completed`` | ``set_waiting`` | ``set_running`` | ``done``."""
 
@@ -67,7 +71,7 @@ class LifecycleUpdate:
 
     @staticmethod
     def start(run_id: str) -> LifecycleUpdate:
-        return LifecycleUpdate("start", run_id)
+        return LifecycleUpdate(op="start", run_id=run_id)
 
     @staticmethod
     def step_completed() -> LifecycleUpdate:
@@ -75,7 +79,7 @@ class LifecycleUpdate:
 
     @staticmethod
     def set_waiting(reason: str) -> LifecycleUpdate:
-        return LifecycleUpdate("set_waiting", reason=reason)
+        return LifecycleUpdate(op="set_waiting", reason=reason)
 
     @staticmethod
     def set_running() -> LifecycleUpdate:
@@ -83,11 +87,11 @@ class LifecycleUpdate:
 
     @staticmethod
     def done(reason: str | None) -> LifecycleUpdate:
-        return LifecycleUpdate("done", reason=reason)
+        return LifecycleUpdate(op="done", reason=reason)
 
 
-_STEP_COMPLETED = LifecycleUpdate("step_completed")
-_SET_RUNNING = LifecycleUpdate("set_running")
+_STEP_COMPLETED = LifecycleUpdate(op="step_completed")
+_SET_RUNNING = LifecycleUpdate(op="set_running")
 
 
 _TARGETS: dict[str, RunStatus] = {"set_waiting": "waiting", "set_running": "running", "done": "done"}
@@ -96,7 +100,7 @@ _TARGETS: dict[str, RunStatus] = {"set_waiting": "waiting", "set_running": "runn
 def _apply_lifecycle(value: RunLifecycle, u: LifecycleUpdate) -> RunLifecycle:
     now = now_ms()
     if u.op == "start":
-        return RunLifecycle(u.run_id, "running", None, now, 0)
+        return RunLifecycle(run_id=u.run_id, status="running", status_reason=None, updated_at=now, step_count=0)
     if u.op == "step_completed":
         return replace(value, step_count=value.step_count + 1, updated_at=now)
     target = _TARGETS[u.op]
@@ -116,7 +120,7 @@ RUN_LIFECYCLE: StateKey[RunLifecycle, LifecycleUpdate] = StateKey(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallState:
     call_id: str
     tool_name: str
@@ -151,20 +155,20 @@ class ToolCallState:
     @staticmethod
     def from_json(d: dict[str, Any]) -> ToolCallState:
         return ToolCallState(
-            d["call_id"],
-            d["tool_name"],
-            d.get("arguments"),
-            d.get("status", "new"),
-            int(d.get("updated_at", 0)),
-            d.get("resume_mode", "replay_tool_call"),
-            d.get("suspension_id"),
-            d.get("suspension_reason"),
-            SuspendTicket.from_json(d["ticket"]) if d.get("ticket") else None,
-            ToolCallResume.from_json(d["resume_input"]) if d.get("resume_input") else None,
+            call_id=d["call_id"],
+            tool_name=d["tool_name"],
+            arguments=d.get("arguments"),
+            status=d.get("status", "new"),
+            updated_at=int(d.get("updated_at", 0)),
+            resume_mode=d.get("resume_mode", "replay_tool_call"),
+            suspension_id=d.get("suspension_id"),
+            suspension_reason=d.get("suspension_reason"),
+            ticket=SuspendTicket.from_json(d["ticket"]) if d.get("ticket") else None,
+            resume_input=ToolCallResume.from_json(d["resume_input"]) if d.get("resume_input") else None,
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallStatesUpdate:
     """``put`` one call's state (illegal transitions are ignored) or ``clear`` the map."""
 
@@ -172,14 +176,14 @@ class ToolCallStatesUpdate:
 
     @staticmethod
     def put(state: ToolCallState) -> ToolCallStatesUpdate:
-        return ToolCallStatesUpdate(state)
+        return ToolCallStatesUpdate(state=state)
 
     @staticmethod
     def clear() -> ToolCallStatesUpdate:
         return _CLEAR_STATES
 
 
-_CLEAR_STATES = ToolCallStatesUpdate(None)
+_CLEAR_STATES = ToolCallStatesUpdate(state=None)
 
 
 def _apply_tool_states(value: dict[str, ToolCallState], u: ToolCallStatesUpdate) -> dict[str, ToolCallState]:

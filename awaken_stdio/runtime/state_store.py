@@ -44,7 +44,7 @@ _MISSING: Any = object()
 _CLEAR = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CommitEvent:
     previous_revision: int
     new_revision: int
@@ -61,7 +61,7 @@ class StateStore:
     __slots__ = ("_hooks", "_keys", "_plugins", "_snapshot")
 
     def __init__(self) -> None:
-        self._snapshot = Snapshot(0, StateMap())
+        self._snapshot = Snapshot(revision=0, ext=StateMap())
         self._keys: dict[str, StateKey[Any, Any]] = {}
         self._plugins: dict[str, list[str]] = {}
         self._hooks: list[CommitHook] = []
@@ -149,10 +149,12 @@ class StateStore:
                 continue
             old = values.get(name, _MISSING)
             values[name] = key.apply(key.default() if old is _MISSING else old, update)
-        snapshot = Snapshot(current.revision + 1, StateMap(values))
+        snapshot = Snapshot(revision=current.revision + 1, ext=StateMap(values))
         self._snapshot = snapshot
         if self._hooks:
-            event = CommitEvent(current.revision, snapshot.revision, len(ops), snapshot)
+            event = CommitEvent(
+                previous_revision=current.revision, new_revision=snapshot.revision, op_count=len(ops), snapshot=snapshot
+            )
             for hook in self._hooks:
                 hook(event)
         return snapshot.revision
@@ -176,7 +178,7 @@ class StateStore:
             if key is None or not key.persistent or (scope is not None and key.scope != scope):
                 continue
             out[name] = key.encode(value)
-        return PersistedState(snapshot.revision, out)
+        return PersistedState(revision=snapshot.revision, extensions=out)
 
     def export_persisted(self) -> PersistedState:
         """Every persistent key that has a value (non-persistent keys never leave the process)."""
@@ -206,7 +208,7 @@ class StateStore:
     def restore_persisted(self, persisted: PersistedState, policy: UnknownKeyPolicy = "error") -> None:
         """Replace the whole state with ``persisted``, taking its revision."""
         decoded = self._decode(persisted, policy, None)
-        self._snapshot = Snapshot(persisted.revision, StateMap(decoded))
+        self._snapshot = Snapshot(revision=persisted.revision, ext=StateMap(decoded))
 
     def restore_thread_scoped(self, persisted: PersistedState, policy: UnknownKeyPolicy = "skip") -> None:
         """Merge the thread-scoped keys of ``persisted`` into the current state (revision unchanged)."""
@@ -218,13 +220,13 @@ class StateStore:
 
     def clear_run_scoped(self) -> None:
         values = {n: v for n, v in self._snapshot.ext.raw().items() if (k := self._keys.get(n)) and k.scope != "run"}
-        self._snapshot = Snapshot(self._snapshot.revision, StateMap(values))
+        self._snapshot = Snapshot(revision=self._snapshot.revision, ext=StateMap(values))
 
     def _merge_values(self, decoded: dict[str, Any]) -> None:
         if decoded:
             values = dict(self._snapshot.ext.raw())
             values.update(decoded)
-            self._snapshot = Snapshot(self._snapshot.revision, StateMap(values))
+            self._snapshot = Snapshot(revision=self._snapshot.revision, ext=StateMap(values))
 
 
 # -- parallel tool batches ------------------------------------------------------------------------------------------

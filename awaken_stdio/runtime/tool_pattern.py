@@ -91,7 +91,7 @@ def _glob_matches(text: str, glob: str) -> bool:
     return fnmatch.fnmatchcase(text, glob) or (glob.endswith(" *") and text == glob[:-2])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolPattern:
     """A parsed pattern; build it with :meth:`parse`."""
 
@@ -117,8 +117,8 @@ class ToolPattern:
                 regex = re.compile(tool[1:-1])
             except re.error as exc:
                 raise ConfigError(f"permission pattern {text!r}: invalid regular expression: {exc}") from exc
-            return ToolPattern(text, tool, "regex", arg, regex)
-        return ToolPattern(text, tool, "glob" if _WILDCARDS.search(tool) else "exact", arg)
+            return ToolPattern(text=text, tool=tool, kind="regex", argument=arg, regex=regex)
+        return ToolPattern(text=text, tool=tool, kind="glob" if _WILDCARDS.search(tool) else "exact", argument=arg)
 
     def matches_tool(self, name: str) -> bool:
         if self.regex is not None:

@@ -40,7 +40,7 @@ Backend = Literal["memory", "file", "sqlite", "postgresql"]
 _EXAMPLES = "memory://, file:///abs/dir, sqlite:///abs/path.db or postgresql://user:pw@host:port/db"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StoreURL:
     """A parsed store URL: the backend, its normalised URL, and the absolute path for ``file``/``sqlite``."""
 
@@ -79,7 +79,7 @@ def parse_store_url(url: str) -> StoreURL:
     if scheme == "memory":
         if rest not in ("", "//"):
             raise ConfigError(f"store URL {url!r}: memory:// takes nothing after the scheme")
-        return StoreURL("memory", "memory://")
+        return StoreURL(backend="memory", url="memory://")
     if scheme in ("file", "sqlite"):
         if not rest.startswith("//"):
             raise ConfigError(f"store URL {url!r} must start with {scheme}:///, followed by an absolute path")
@@ -88,7 +88,7 @@ def parse_store_url(url: str) -> StoreURL:
         if host not in ("", "localhost"):
             raise ConfigError(f"store URL {url!r} names a host ({host!r}); {scheme} URLs take a local absolute path")
         path = _absolute_path(url, after[len(host) :] if slash else after, "directory" if scheme == "file" else "file")
-        return StoreURL(scheme, f"{scheme}://{path}", path)
+        return StoreURL(backend=scheme, url=f"{scheme}://{path}", path=path)
     if scheme in ("postgresql", "postgres"):
         try:
             parts = urlsplit(text)
@@ -97,7 +97,7 @@ def parse_store_url(url: str) -> StoreURL:
             raise ConfigError(f"store URL for PostgreSQL cannot be parsed: {exc}") from exc
         if not parts.netloc and not parts.query:
             raise ConfigError("store URL for PostgreSQL names no server, e.g. postgresql://user:pw@host:5432/db")
-        return StoreURL("postgresql", text)
+        return StoreURL(backend="postgresql", url=text)
     raise ConfigError(f"unknown store URL scheme {scheme!r}; use {_EXAMPLES}")
 
 

@@ -92,44 +92,44 @@ def record_to_json(record: ThreadRecord | SessionRecord | PermissionGrant) -> di
 
 def thread_from_json(d: dict[str, Any]) -> ThreadRecord:
     return ThreadRecord(
-        d["thread_id"],
-        d.get("title"),
-        d.get("agent_id"),
-        d.get("parent_thread_id"),
-        int(d.get("message_count", 0)),
-        dict(d.get("metadata") or {}),
-        int(d.get("created_at", 0)),
-        int(d.get("updated_at", 0)),
+        thread_id=d["thread_id"],
+        title=d.get("title"),
+        agent_id=d.get("agent_id"),
+        parent_thread_id=d.get("parent_thread_id"),
+        message_count=int(d.get("message_count", 0)),
+        metadata=dict(d.get("metadata") or {}),
+        created_at=int(d.get("created_at", 0)),
+        updated_at=int(d.get("updated_at", 0)),
     )
 
 
 def session_from_json(d: dict[str, Any]) -> SessionRecord:
     return SessionRecord(
-        d["session_id"],
-        d["thread_id"],
-        d["cwd"],
-        d.get("agent_id"),
-        d.get("title"),
-        d.get("mode"),
-        d.get("model"),
-        list(d.get("additional_directories") or []),
-        list(d.get("mcp_servers") or []),
-        d.get("origin", "acp"),
-        int(d.get("created_at", 0)),
-        int(d.get("updated_at", 0)),
-        d.get("system_prompt"),
+        session_id=d["session_id"],
+        thread_id=d["thread_id"],
+        cwd=d["cwd"],
+        agent_id=d.get("agent_id"),
+        title=d.get("title"),
+        mode=d.get("mode"),
+        model=d.get("model"),
+        additional_directories=list(d.get("additional_directories") or []),
+        mcp_servers=list(d.get("mcp_servers") or []),
+        origin=d.get("origin", "acp"),
+        created_at=int(d.get("created_at", 0)),
+        updated_at=int(d.get("updated_at", 0)),
+        system_prompt=d.get("system_prompt"),
     )
 
 
 def grant_from_json(d: dict[str, Any]) -> PermissionGrant:
     return PermissionGrant(
-        d["grant_id"],
-        d["workspace"],
-        d["tool"],
-        d["behavior"],
-        d.get("pattern"),
-        int(d.get("created_at", 0)),
-        None if d.get("expires_at") is None else int(d["expires_at"]),
+        grant_id=d["grant_id"],
+        workspace=d["workspace"],
+        tool=d["tool"],
+        behavior=d["behavior"],
+        pattern=d.get("pattern"),
+        created_at=int(d.get("created_at", 0)),
+        expires_at=None if d.get("expires_at") is None else int(d["expires_at"]),
     )
 
 
@@ -139,7 +139,7 @@ def grant_from_json(d: dict[str, Any]) -> PermissionGrant:
 def copy_state(s: PersistedState) -> PersistedState:
     """State values are immutable by contract (``StateKey.apply`` returns new values), so a shallow copy of the
     extension map is enough to keep a caller's later ``extensions[k] = ...`` out of the store."""
-    return PersistedState(s.revision, dict(s.extensions))
+    return PersistedState(revision=s.revision, extensions=dict(s.extensions))
 
 
 def copy_run(r: RunRecord) -> RunRecord:
@@ -230,6 +230,6 @@ def page_newest_first(
 def page_from_rows(rows: list[T], key: Callable[[T], SortKey], kind: str, limit: int) -> Page[T]:
     """``rows`` holds up to ``limit + 1`` items: the extra one only says whether there is a next page."""
     if len(rows) <= limit:
-        return Page(rows)
+        return Page(items=rows)
     items = rows[:limit]
-    return Page(items, encode_cursor(kind, key(items[-1])))
+    return Page(items=items, next_cursor=encode_cursor(kind, key(items[-1])))

@@ -57,7 +57,7 @@ T = TypeVar("T")
 CACHED_THREADS = 16  # conversations kept decoded, most recently used first out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Queries:
     """Every statement the SQL backends run, by name. Parameters are listed in each block's comment."""
 
@@ -111,7 +111,16 @@ THREAD_COLUMNS = "thread_id, title, agent_id, parent_thread_id, message_count, m
 
 
 def _thread(row: Sequence[Any]) -> ThreadRecord:
-    return ThreadRecord(row[0], row[1], row[2], row[3], row[4], loads(row[5]), row[6], row[7])
+    return ThreadRecord(
+        thread_id=row[0],
+        title=row[1],
+        agent_id=row[2],
+        parent_thread_id=row[3],
+        message_count=row[4],
+        metadata=loads(row[5]),
+        created_at=row[6],
+        updated_at=row[7],
+    )
 
 
 def _run(row: Sequence[Any]) -> RunRecord:
@@ -198,13 +207,16 @@ class SqlStore(BaseStore, Store):
     async def claim_for_run(
         self, dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, *, queue_if_busy: bool = True
     ) -> tuple[RunDispatch | None, ThreadForRun | None]:
-        claim, thread_id = enqueue_and_claim_op(dispatch, consumer, lease_ms, now, queue_if_busy), dispatch.thread_id
+        claim, thread_id = (
+            enqueue_and_claim_op(dispatch, consumer, lease_ms=lease_ms, now=now, queue_if_busy=queue_if_busy),
+            dispatch.thread_id,
+        )
         held, known, last = self._held(thread_id)
 
         async def both(tx: Tx) -> tuple[RunDispatch | Refused | None, _Read | None]:
             row = await claim(table_in(tx, self.dialect, self.notify))
             mine = isinstance(row, RunDispatch) and row.claimed_for(consumer)
-            return row, await self._read_thread(tx, thread_id, known, last, True) if mine else None
+            return row, await self._read_thread(tx, thread_id, known=known, last=last, effects=True) if mine else None
 
         row, read = await self._write(both)
         if isinstance(row, Refused):
@@ -215,7 +227,7 @@ class SqlStore(BaseStore, Store):
 
     async def _load(self, thread_id: str, effects: bool) -> ThreadForRun:
         held, known, last = self._held(thread_id)
-        read = await self._read(lambda tx: self._read_thread(tx, thread_id, known, last, effects))
+        read = await self._read(lambda tx: self._read_thread(tx, thread_id, known=known, last=last, effects=effects))
         return await self._thread_read(thread_id, held, known, read)
 
     def _held(self, thread_id: str) -> tuple[list[Message], int, str | None]:
@@ -241,7 +253,11 @@ class SqlStore(BaseStore, Store):
         if len(rows) != count - start:
             return False, 0, open_effects  # deleted (and perhaps recreated) between the two statements
         latest = _run((row[9],)) if row[9] is not None else None
-        return LoadedThread(_thread(row), _decoded(rows), _state(row[8]), latest), start, open_effects
+        return (
+            LoadedThread(thread=_thread(row), messages=_decoded(rows), state=_state(row[8]), latest_run=latest),
+            start,
+            open_effects,
+        )
 
     async def _thread_read(self, thread_id: str, held: list[Message], known: int, read: _Read) -> ThreadForRun:
         """What ``_read_thread`` read, joined to the messages held and kept for the next load."""
@@ -267,7 +283,10 @@ class SqlStore(BaseStore, Store):
             messages = await tx.fetchall(q.messages_range, thread_id, 0, FAR)
             latest = await tx.fetchone(q.run_latest, thread_id)
             return LoadedThread(
-                _thread(row), _decoded(messages), _state(row[8]), _run(latest) if latest is not None else None
+                thread=_thread(row),
+                messages=_decoded(messages),
+                state=_state(row[8]),
+                latest_run=_run(latest) if latest is not None else None,
             )
 
         loaded = await self._read(load, snapshot=True)
@@ -319,7 +338,9 @@ class SqlStore(BaseStore, Store):
                 table = table_in(tx, self.dialect)
                 for mark in cp.marks:
                     await table.effect_put(mark)
-            return cp.settle is not None and await settle_in(tx, self.dialect, cp.settle, cp.run, now, self.notify)
+            return cp.settle is not None and await settle_in(
+                tx, self.dialect, settle=cp.settle, run=cp.run, now=now, notify=self.notify
+            )
 
         if await self._write(write):
             self.mailbox.wakeup.set()  # the settle released the thread to someone waiting, here too
@@ -406,7 +427,7 @@ class SqlStore(BaseStore, Store):
 
     async def get_profile(self, owner: str, key: str) -> ProfileEntry | None:
         row = await self._fetchone(self.q.profile_get, owner, key)
-        return ProfileEntry(key, loads(row[0]), row[1]) if row is not None else None
+        return ProfileEntry(key=key, value=loads(row[0]), updated_at=row[1]) if row is not None else None
 
     async def set_profile(self, owner: str, key: str, value: Any) -> None:
         await self._execute(self.q.profile_set, owner, key, dumps(value), now_ms())
@@ -415,7 +436,10 @@ class SqlStore(BaseStore, Store):
         await self._execute(self.q.profile_delete, owner, key)
 
     async def list_profile(self, owner: str) -> list[ProfileEntry]:
-        return [ProfileEntry(r[0], loads(r[1]), r[2]) for r in await self._fetchall(self.q.profile_list, owner)]
+        return [
+            ProfileEntry(key=r[0], value=loads(r[1]), updated_at=r[2])
+            for r in await self._fetchall(self.q.profile_list, owner)
+        ]
 
     async def clear_profile_owner(self, owner: str) -> None:
         await self._execute(self.q.profile_clear, owner)

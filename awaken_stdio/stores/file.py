@@ -192,7 +192,9 @@ class FileStore(BaseStore, Store):
         c = self._commit(thread_id)
         if c is None:
             c = {
-                "thread": record_to_json(ThreadRecord(thread_id, agent_id=agent_id, parent_thread_id=parent_thread_id)),
+                "thread": record_to_json(
+                    ThreadRecord(thread_id=thread_id, agent_id=agent_id, parent_thread_id=parent_thread_id)
+                ),
                 "state": None,
                 "chunks": [],
                 "runs": {},
@@ -233,10 +235,10 @@ class FileStore(BaseStore, Store):
             return None
         runs = [RunRecord.from_json(r) for r in c["runs"].values()]
         return LoadedThread(
-            thread_from_json(c["thread"]),
-            self._messages(thread_id, c, 0, None),
-            PersistedState.from_json(c["state"]) if c["state"] is not None else None,
-            max(runs, key=lambda r: (r.updated_at, r.run_id)) if runs else None,
+            thread=thread_from_json(c["thread"]),
+            messages=self._messages(thread_id, c, 0, None),
+            state=PersistedState.from_json(c["state"]) if c["state"] is not None else None,
+            latest_run=max(runs, key=lambda r: (r.updated_at, r.run_id)) if runs else None,
         )
 
     async def load_thread(self, thread_id: str) -> LoadedThread | None:
@@ -307,7 +309,9 @@ class FileStore(BaseStore, Store):
 
     async def list_threads(self, *, limit: int = 100, cursor: str | None = None) -> Page[ThreadRecord]:
         threads = await self._run(self._list_threads)
-        return page_newest_first(threads, lambda t: (t.updated_at, t.thread_id), "threads", limit, cursor)
+        return page_newest_first(
+            threads, lambda t: (t.updated_at, t.thread_id), kind="threads", limit=limit, cursor=cursor
+        )
 
     def _delete_thread(self, thread_id: str) -> None:
         d = self._thread_dir(thread_id)
@@ -367,7 +371,7 @@ class FileStore(BaseStore, Store):
         runs = await self._run(self._thread_runs, thread_id)
         if statuses is not None:
             runs = [r for r in runs if r.status in statuses]
-        return page_newest_first(runs, lambda r: (r.updated_at, r.run_id), "runs", limit, cursor)
+        return page_newest_first(runs, lambda r: (r.updated_at, r.run_id), kind="runs", limit=limit, cursor=cursor)
 
     # -- profiles --------------------------------------------------------------------------------------------
 
@@ -379,7 +383,7 @@ class FileStore(BaseStore, Store):
 
     def _get_profile(self, owner: str, key: str) -> ProfileEntry | None:
         d = _read(self._profile_path(owner, key))
-        return ProfileEntry(d["key"], d["value"], d["updated_at"]) if d is not None else None
+        return ProfileEntry(key=d["key"], value=d["value"], updated_at=d["updated_at"]) if d is not None else None
 
     async def get_profile(self, owner: str, key: str) -> ProfileEntry | None:
         return await self._run(self._get_profile, owner, key)
@@ -392,7 +396,10 @@ class FileStore(BaseStore, Store):
         await self._run(self._profile_path(owner, key).unlink, True)
 
     def _list_profile(self, owner: str) -> list[ProfileEntry]:
-        entries = [ProfileEntry(d["key"], d["value"], d["updated_at"]) for d in _json_files(self._owner_dir(owner))]
+        entries = [
+            ProfileEntry(key=d["key"], value=d["value"], updated_at=d["updated_at"])
+            for d in _json_files(self._owner_dir(owner))
+        ]
         return sorted(entries, key=lambda e: e.key)
 
     async def list_profile(self, owner: str) -> list[ProfileEntry]:
@@ -418,7 +425,9 @@ class FileStore(BaseStore, Store):
     ) -> Page[SessionRecord]:
         found = await self._run(lambda: list(_json_files(self.root / "sessions")))
         sessions = [s for s in map(session_from_json, found) if cwd is None or s.cwd == cwd]
-        return page_newest_first(sessions, lambda s: (s.updated_at, s.session_id), "sessions", limit, cursor)
+        return page_newest_first(
+            sessions, lambda s: (s.updated_at, s.session_id), kind="sessions", limit=limit, cursor=cursor
+        )
 
     async def delete_session(self, session_id: str) -> None:
         await self._run(self._session_path(session_id).unlink, True)

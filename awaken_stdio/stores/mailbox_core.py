@@ -41,7 +41,7 @@ INTERRUPTED = "queued dispatch superseded by interrupt"
 STALE = "dispatch superseded: its thread was interrupted (stale epoch)"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Refused:
     """An error to raise once the transaction that produced it has committed."""
 
@@ -190,7 +190,15 @@ async def settle_with(t: MailboxTable, settle: DispatchSettle, run: RunRecord, n
     waiting = run.status == "waiting"
     ack = not waiting or settle.ack_if_waiting
     termination = TerminationReason.suspended() if waiting else run.termination
-    _run_result(d, "waiting" if waiting else "done", termination, run.response, None, now, ack)
+    _run_result(
+        d,
+        "waiting" if waiting else "done",
+        termination=termination,
+        response=run.response,
+        error=None,
+        now=now,
+        ack=ack,
+    )
     await _put(t, d)
     await _released(t, d)
     settle.settled, settle.acked = True, ack
@@ -200,13 +208,13 @@ async def _own(t: MailboxTable, dispatch_id: str, token: str, now: int) -> RunDi
     """The row claimed with ``token`` at the current epoch; a stale claim is superseded and refused."""
     d, epoch = await _locked_get(t, dispatch_id)
     if d is None:
-        return Refused(NotFound(f"dispatch {dispatch_id}"))
+        return Refused(error=NotFound(f"dispatch {dispatch_id}"))
     if d.status != "claimed" or d.claim_token != token:
-        return Refused(VersionConflict(f"claim on dispatch {dispatch_id}", token, d.claim_token or d.status))
+        return Refused(error=VersionConflict(f"claim on dispatch {dispatch_id}", token, d.claim_token or d.status))
     if d.dispatch_epoch < epoch:
         _finish(d, "superseded", now, STALE)
         await _put(t, d)
-        return Refused(VersionConflict(f"epoch of dispatch {dispatch_id}", d.dispatch_epoch, epoch))
+        return Refused(error=VersionConflict(f"epoch of dispatch {dispatch_id}", d.dispatch_epoch, epoch))
     return d
 
 
@@ -219,7 +227,7 @@ async def check_fence(t: MailboxTable, fence: Fence | None, now: int) -> Refused
     if not isinstance(d, Refused):
         return None
     current = await t.get(fence.dispatch_id)
-    return Refused(Fenced(fence.dispatch_id, fence.claim_token, current.claimed_by if current else None))
+    return Refused(error=Fenced(fence.dispatch_id, fence.claim_token, current.claimed_by if current else None))
 
 
 async def _fenced(t: MailboxTable, fence: Fence | None, now: int, write: Op[None]) -> None:
@@ -238,13 +246,13 @@ def enqueue_and_claim_op(
     async def op(t: MailboxTable) -> RunDispatch | Refused | None:
         row.dispatch_epoch = await t.lock_thread(row.thread_id)
         if row.dedupe_key is not None and await t.dedupe_taken(row.thread_id, row.dedupe_key):
-            return Refused(AlreadyExists(f"dispatch with dedupe key {row.dedupe_key} on thread {row.thread_id}"))
+            return Refused(error=AlreadyExists(f"dispatch with dedupe key {row.dedupe_key} on thread {row.thread_id}"))
         if consumer:
             busy = bool(await t.thread_rows(row.thread_id, ("claimed",), 1))
             if busy and not queue_if_busy:
                 return None
             if not busy:
-                _claim(row, new_id(), consumer, lease_ms, now)
+                _claim(row, new_id(), consumer=consumer, lease_ms=lease_ms, now=now)
                 row.dispatch_instance_id, row.run_status = consumer, "running"
         row.validate()
         await t.insert(row)
@@ -310,7 +318,9 @@ class MailboxBase(MailboxStore):
     async def enqueue_and_claim(
         self, dispatch: RunDispatch, consumer: str, lease_ms: int, now: int, *, queue_if_busy: bool = True
     ) -> RunDispatch | None:
-        return await self._change(enqueue_and_claim_op(dispatch, consumer, lease_ms, now, queue_if_busy))
+        return await self._change(
+            enqueue_and_claim_op(dispatch, consumer, lease_ms=lease_ms, now=now, queue_if_busy=queue_if_busy)
+        )
 
     async def claim(self, thread_id: str, consumer: str, lease_ms: int, now: int, limit: int = 1) -> list[RunDispatch]:
         async def op(t: MailboxTable) -> list[RunDispatch]:
@@ -328,7 +338,7 @@ class MailboxBase(MailboxStore):
             ready = [r for r in rows if r.status == "queued" and r.available_at <= now][:limit]
             token = new_id()
             for r in ready:
-                _claim(r, token, consumer, lease_ms, now)
+                _claim(r, token, consumer=consumer, lease_ms=lease_ms, now=now)
                 await _put(t, r)
             return ready
 
@@ -345,7 +355,7 @@ class MailboxBase(MailboxStore):
                 return None
             if await t.thread_rows(d.thread_id, ("claimed",), 1):
                 return None
-            _claim(d, new_id(), consumer, lease_ms, now)
+            _claim(d, new_id(), consumer=consumer, lease_ms=lease_ms, now=now)
             return await _put(t, d)
 
         return await self._change(op)
@@ -368,7 +378,7 @@ class MailboxBase(MailboxStore):
             consumer = src.claimed_by or ""
             _finish(src, "acked", now)
             await _put(t, src)
-            _claim(dst, new_id(), consumer, lease_ms, now)
+            _claim(dst, new_id(), consumer=consumer, lease_ms=lease_ms, now=now)
             # started with its claim, as enqueue_and_claim starts a row: its holder runs it at once
             dst.clear_projection()
             dst.dispatch_instance_id, dst.run_status = consumer, "running"
@@ -421,7 +431,7 @@ class MailboxBase(MailboxStore):
         ack: bool = False,
     ) -> RunDispatch:
         def result(d: RunDispatch) -> None:
-            _run_result(d, run_status, termination, response, error, now, ack)
+            _run_result(d, run_status, termination=termination, response=response, error=error, now=now, ack=ack)
 
         return await self._settle(dispatch_id, claim_token, now, result)
 
@@ -460,7 +470,7 @@ class MailboxBase(MailboxStore):
                     _finish(r, "superseded", now, INTERRUPTED)
                     superseded.append(await _put(t, r))
                     await t.wake()  # its decider waits to hear
-            return InterruptResult(epoch, active, superseded)
+            return InterruptResult(epoch=epoch, active=active, superseded=superseded)
 
         return await self._acting(op)
 

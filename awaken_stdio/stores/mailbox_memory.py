@@ -155,7 +155,7 @@ class MailboxTables(MailboxTable):
 
     def settle(self, thread_id: str, call_ids: list[str], now: int) -> None:
         """Open entries among ``call_ids`` become ``finished`` (their results reached the conversation)."""
-        self._leave(thread_id, call_ids, OPEN_EFFECT_STATUSES, "finished", now)
+        self._leave(thread_id, call_ids, leaving=OPEN_EFFECT_STATUSES, status="finished", now=now)
 
     def _leave(
         self, thread_id: str, call_ids: list[str], leaving: tuple[EffectStatus, ...], status: EffectStatus, now: int
@@ -172,7 +172,7 @@ class MailboxTables(MailboxTable):
         return sorted(found, key=lambda e: (e.started_at, e.call_id))
 
     async def effects_unknown(self, thread_id: str, call_ids: list[str], now: int) -> None:
-        self._leave(thread_id, call_ids, ("started",), "unknown_after_crash", now)
+        self._leave(thread_id, call_ids, leaving=("started",), status="unknown_after_crash", now=now)
 
     # -- the file form -----------------------------------------------------------------------------------------
 

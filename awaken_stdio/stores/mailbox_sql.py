@@ -39,7 +39,8 @@ COLUMNS = (
     "attempt_count, max_attempts, last_error, claim_token, claimed_by, lease_until, dispatch_instance_id, "
     "run_status, termination, run_response, run_error, completed_at, created_at, updated_at"
 )
-_MUTABLE = [c.strip() for c in COLUMNS.split(",")][4:]  # everything after request (priority ... updated_at)
+_NAMES = [c.strip() for c in COLUMNS.split(",")]  # each column is named as its RunDispatch field
+_MUTABLE = _NAMES[4:]  # everything after request (priority ... updated_at)
 EFFECT_COLUMNS = (
     "thread_id, call_id, run_id, tool_name, arguments, status, decision_id, result, started_at, updated_at, claim_token"
 )
@@ -161,9 +162,10 @@ def _mutable(d: RunDispatch) -> tuple[Any, ...]:
 
 
 def _dispatch(r: Sequence[Any]) -> RunDispatch:
-    termination = TerminationReason.from_json(loads(r[17])) if r[17] is not None else None
-    values: list[Any] = [*r[0:3], DispatchRequest.from_json(loads(r[3])), *r[4:17], termination, *r[18:23]]
-    d = RunDispatch(*values)
+    values: dict[str, Any] = dict(zip(_NAMES, r, strict=True))
+    values["request"] = DispatchRequest.from_json(loads(r[3]))
+    values["termination"] = TerminationReason.from_json(loads(r[17])) if r[17] is not None else None
+    d = RunDispatch(**values)
     d.validate()
     return d
 
@@ -187,7 +189,19 @@ def _effect_row(e: EffectRecord) -> tuple[Any, ...]:
 
 def _effect(r: Sequence[Any]) -> EffectRecord:
     result = loads(r[7]) if r[7] is not None else None
-    return EffectRecord(r[0], r[1], r[2], r[3], loads(r[4]), r[5], r[6], result, r[8], r[9], claim_token=r[10])
+    return EffectRecord(
+        thread_id=r[0],
+        call_id=r[1],
+        run_id=r[2],
+        tool_name=r[3],
+        arguments=loads(r[4]),
+        status=r[5],
+        decision_id=r[6],
+        result=result,
+        started_at=r[8],
+        updated_at=r[9],
+        claim_token=r[10],
+    )
 
 
 class _SqlTable(MailboxTable):

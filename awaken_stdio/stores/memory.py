@@ -81,7 +81,7 @@ class MemoryStore(BaseStore, Store):
         thread = self._threads.get(thread_id)
         if thread is None:
             thread = self._threads[thread_id] = ThreadRecord(
-                thread_id, agent_id=agent_id, parent_thread_id=parent_thread_id
+                thread_id=thread_id, agent_id=agent_id, parent_thread_id=parent_thread_id
             )
             self._messages[thread_id] = []
         return thread
@@ -93,10 +93,10 @@ class MemoryStore(BaseStore, Store):
             return None
         state = self._states.get(thread_id)
         return LoadedThread(
-            copy_thread(thread),
-            list(self._messages[thread_id]),
-            copy_state(state) if state is not None else None,
-            self._latest_run(thread_id),
+            thread=copy_thread(thread),
+            messages=list(self._messages[thread_id]),
+            state=copy_state(state) if state is not None else None,
+            latest_run=self._latest_run(thread_id),
         )
 
     async def load_messages(self, thread_id: str, *, offset: int = 0, limit: int | None = None) -> list[Message]:
@@ -148,9 +148,9 @@ class MemoryStore(BaseStore, Store):
     async def list_threads(self, *, limit: int = 100, cursor: str | None = None) -> Page[ThreadRecord]:
         self._check_open()
         page = page_newest_first(
-            self._threads.values(), lambda t: (t.updated_at, t.thread_id), "threads", limit, cursor
+            self._threads.values(), lambda t: (t.updated_at, t.thread_id), kind="threads", limit=limit, cursor=cursor
         )
-        return Page([copy_thread(t) for t in page.items], page.next_cursor)
+        return Page(items=[copy_thread(t) for t in page.items], next_cursor=page.next_cursor)
 
     async def delete_thread(self, thread_id: str) -> None:
         self._check_open()
@@ -201,15 +201,15 @@ class MemoryStore(BaseStore, Store):
         )
         if statuses is not None:
             runs = [r for r in runs if r.status in statuses]
-        page = page_newest_first(runs, _run_key, "runs", limit, cursor)
-        return Page([copy_run(r) for r in page.items], page.next_cursor)
+        page = page_newest_first(runs, _run_key, kind="runs", limit=limit, cursor=cursor)
+        return Page(items=[copy_run(r) for r in page.items], next_cursor=page.next_cursor)
 
     # -- profiles --------------------------------------------------------------------------------------------
 
     async def get_profile(self, owner: str, key: str) -> ProfileEntry | None:
         self._check_open()
         found = self._profiles.get(owner, {}).get(key)
-        return ProfileEntry(key, loads(found[0]), found[1]) if found is not None else None
+        return ProfileEntry(key=key, value=loads(found[0]), updated_at=found[1]) if found is not None else None
 
     async def set_profile(self, owner: str, key: str, value: Any) -> None:
         self._check_open()
@@ -222,7 +222,7 @@ class MemoryStore(BaseStore, Store):
     async def list_profile(self, owner: str) -> list[ProfileEntry]:
         self._check_open()
         entries = self._profiles.get(owner, {})
-        return [ProfileEntry(k, loads(v), at) for k, (v, at) in sorted(entries.items())]
+        return [ProfileEntry(key=k, value=loads(v), updated_at=at) for k, (v, at) in sorted(entries.items())]
 
     async def clear_profile_owner(self, owner: str) -> None:
         self._check_open()
@@ -244,8 +244,10 @@ class MemoryStore(BaseStore, Store):
     ) -> Page[SessionRecord]:
         self._check_open()
         sessions = [s for s in self._sessions.values() if cwd is None or s.cwd == cwd]
-        page = page_newest_first(sessions, lambda s: (s.updated_at, s.session_id), "sessions", limit, cursor)
-        return Page([copy_session(s) for s in page.items], page.next_cursor)
+        page = page_newest_first(
+            sessions, lambda s: (s.updated_at, s.session_id), kind="sessions", limit=limit, cursor=cursor
+        )
+        return Page(items=[copy_session(s) for s in page.items], next_cursor=page.next_cursor)
 
     async def delete_session(self, session_id: str) -> None:
         self._check_open()

@@ -25,7 +25,7 @@ APPLICATION = "awaken-stdio"
 Dialect = Literal["sqlite", "postgres"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Migration:
     """One step forward: statements run in order in one transaction (no multi-statement scripts: SQLite's
     ``executescript`` would commit the open transaction)."""
@@ -213,18 +213,23 @@ def _v2(integer: str, text: str) -> tuple[str, ...]:
 
 
 MIGRATIONS: list[Migration] = [
-    Migration(1, "conversations, runs, profiles, sessions, permission grants", _V1_SQLITE, _V1_POSTGRES),
     Migration(
-        2,
-        "mailbox: run dispatches, thread epochs, effect ledger",
-        _v2("INTEGER", "TEXT"),
-        _v2("BIGINT", 'TEXT COLLATE "C"'),
+        version=1,
+        name="conversations, runs, profiles, sessions, permission grants",
+        sqlite=_V1_SQLITE,
+        postgres=_V1_POSTGRES,
     ),
     Migration(
-        3,
-        "effect ledger: the claim each effect started under (a running call is told from an abandoned one)",
-        ("ALTER TABLE tool_effects ADD COLUMN claim_token TEXT",),
-        ("ALTER TABLE tool_effects ADD COLUMN claim_token TEXT",),
+        version=2,
+        name="mailbox: run dispatches, thread epochs, effect ledger",
+        sqlite=_v2("INTEGER", "TEXT"),
+        postgres=_v2("BIGINT", 'TEXT COLLATE "C"'),
+    ),
+    Migration(
+        version=3,
+        name="effect ledger: the claim each effect started under (a running call is told from an abandoned one)",
+        sqlite=("ALTER TABLE tool_effects ADD COLUMN claim_token TEXT",),
+        postgres=("ALTER TABLE tool_effects ADD COLUMN claim_token TEXT",),
     ),
 ]
 

@@ -19,7 +19,7 @@ __all__ = ["RetryPolicy", "retrying"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
     attempts: int = 8
     first_delay_s: float = 0.005

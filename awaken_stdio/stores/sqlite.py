@@ -215,7 +215,7 @@ def _identify(path: str) -> None:
         raise _damaged(path, "PRAGMA quick_check: " + "; ".join(problems[:3]))
 
 
-def _connect(path: str, *pragmas: str) -> sqlite3.Connection:
+def _connect(path: str, *, pragmas: tuple[str, ...]) -> sqlite3.Connection:
     """A connection whose every wait for another process's lock is SQLite's busy handler, on its own thread."""
     db = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
@@ -268,19 +268,22 @@ class SqliteStore(SqlStore):
                     partial(
                         _connect,
                         path,
-                        "PRAGMA journal_mode = WAL",
-                        "PRAGMA synchronous = NORMAL",
-                        # ``_checkpoint`` keeps the WAL short; this backstop acts only when no process's checkpointer
-                        # runs (short-lived processes that each write less than ``CHECKPOINT_EVERY`` times)
-                        f"PRAGMA wal_autocheckpoint = {2 * WAL_BACKSTOP_PAGES}",
-                        f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}",
+                        pragmas=(
+                            "PRAGMA journal_mode = WAL",
+                            "PRAGMA synchronous = NORMAL",
+                            # ``_checkpoint`` keeps the WAL short; this backstop acts only when no process's
+                            # checkpointer runs (short-lived processes that each write less than ``CHECKPOINT_EVERY``
+                            # times)
+                            f"PRAGMA wal_autocheckpoint = {2 * WAL_BACKSTOP_PAGES}",
+                            f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}",
+                        ),
                     )
                 )
-                await reader.open(partial(_connect, path, "PRAGMA query_only = ON"))
-                await checkpointer.open(partial(_connect, path, "PRAGMA synchronous = NORMAL"))
+                await reader.open(partial(_connect, path, pragmas=("PRAGMA query_only = ON",)))
+                await checkpointer.open(partial(_connect, path, pragmas=("PRAGMA synchronous = NORMAL",)))
             except sqlite3.Error as exc:
                 raise _translate(exc, path) from exc
-            store = cls(url, path, writer, reader, checkpointer)
+            store = cls(url, path, writer=writer, reader=reader, checkpointer=checkpointer)
             store.schema_version = await store._write(lambda tx: migrate(tx, QUERIES, "sqlite", path))
         except BaseException:
             with anyio.CancelScope(shield=True):

@@ -245,13 +245,13 @@ def tool(
 # -- signature -> model ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Param:
     name: str  # in the signature and in the JSON arguments
     field: str  # in the pydantic model: differs when the name would shadow a BaseModel attribute
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Signature:
     model: type[BaseModel]
     params: tuple[_Param, ...]
@@ -283,7 +283,14 @@ class _Signature:
             p, hint = params[0]
             model_type = _unannotated(hint)
             if isinstance(model_type, type) and issubclass(model_type, BaseModel):
-                return _Signature(model_type, (_Param(p.name, p.name),), tuple(context), posonly, True, returns)
+                return _Signature(
+                    model=model_type,
+                    params=(_Param(name=p.name, field=p.name),),
+                    context_params=tuple(context),
+                    positional_only=posonly,
+                    flat=True,
+                    returns=returns,
+                )
         fields: dict[str, Any] = {}
         out: list[_Param] = []
         taken = {p.name for p, _ in params}
@@ -299,9 +306,16 @@ class _Signature:
             if default is inspect.Parameter.empty:
                 default = None if _is_optional(hint) else ...
             fields[field] = (hint, Field(default, **info))
-            out.append(_Param(p.name, field))
+            out.append(_Param(name=p.name, field=field))
         model = create_model(f"{tool_name}_arguments", __config__=_ARGS_CONFIG, **fields)
-        return _Signature(model, tuple(out), tuple(context), posonly, False, returns)
+        return _Signature(
+            model=model,
+            params=tuple(out),
+            context_params=tuple(context),
+            positional_only=posonly,
+            flat=False,
+            returns=returns,
+        )
 
     def validate(self, args: Any) -> BaseModel:
         if args is None:

@@ -21,6 +21,7 @@ import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -77,7 +78,8 @@ class LocalFileSystem(FileSystem):
         limit: int,
         gitignore_from: Path | None = None,
     ) -> list[SearchHit]:
-        return await anyio.to_thread.run_sync(_search, root, regex, glob, limit, gitignore_from, abandon_on_cancel=True)
+        search = partial(_search, root, regex, glob=glob, limit=limit, gitignore_from=gitignore_from)
+        return await anyio.to_thread.run_sync(search, abandon_on_cancel=True)
 
 
 # An open directory: a descriptor, or without ``dir_fd`` support its path (checked, then used, by name).
@@ -235,7 +237,7 @@ def _read_window(path: Path, line: int, limit: int | None) -> TextWindow:
                     kept.append(text)
         except UnicodeDecodeError:
             raise binary from None
-    return TextWindow("".join(kept), total)
+    return TextWindow(text="".join(kept), total_lines=total)
 
 
 def _write(path: Path, content: str) -> None:
@@ -255,11 +257,11 @@ def _list(path: Path) -> list[DirEntry]:
         with os.scandir(directory) as it:
             for e in it:  # kind and size are the link target's (its metadata only, never its content)
                 if e.is_dir():
-                    entries.append(DirEntry(e.name, "directory", None, e.is_symlink()))
+                    entries.append(DirEntry(name=e.name, kind="directory", size=None, symlink=e.is_symlink()))
                 elif e.is_file():
-                    entries.append(DirEntry(e.name, "file", e.stat().st_size, e.is_symlink()))
+                    entries.append(DirEntry(name=e.name, kind="file", size=e.stat().st_size, symlink=e.is_symlink()))
                 else:
-                    entries.append(DirEntry(e.name, "other", None, e.is_symlink()))
+                    entries.append(DirEntry(name=e.name, kind="other", size=None, symlink=e.is_symlink()))
     finally:
         _close(directory)
     return entries
@@ -270,7 +272,7 @@ def _relative(path: Path, root: Path) -> str:
     return path.name if path == root else path.relative_to(root).as_posix()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Ignores:
     """The ``.gitignore`` files in force during a walk, outermost first, each with the directory it is in."""
 
@@ -293,7 +295,7 @@ class _Ignores:
                 spec = GitIgnoreSpec.from_lines(f)
         except (OSError, ToolError, ValueError):  # missing, hard-linked, not UTF-8, a pattern pathspec refuses
             return self
-        return _Ignores((*self.files, (path, spec)))
+        return _Ignores(files=(*self.files, (path, spec)))
 
     @classmethod
     def above(cls, root: Path, top: Path | None) -> _Ignores:
@@ -388,7 +390,7 @@ def _search(
                 found: list[SearchHit] = []  # kept only if the whole file decodes: a binary file matches nothing
                 for number, text in enumerate(lines, 1):
                     if regex.search(text):
-                        found.append(SearchHit(path, number, text.rstrip("\r\n")))
+                        found.append(SearchHit(path=path, line=number, text=text.rstrip("\r\n")))
                         if len(hits) + len(found) >= limit:
                             break
         except (UnicodeDecodeError, OSError, ToolError):  # binary, gone, replaced by a link, hard-linked

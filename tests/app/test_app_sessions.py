@@ -15,11 +15,11 @@ from awaken_stdio.contract.stores import SessionRecord
 async def test_a_deleted_session_takes_its_thread_along(tmp_path: Path) -> None:
     async with open_store(f"sqlite:///{tmp_path}/awaken.db") as store:
         runtime = AgentRuntime(
-            agents=[AgentSpec("a", model="m")], models={"m": ScriptedModel({"turns": [{"text": "hi"}]})}, store=store
+            agents=[AgentSpec(id="a", model="m")], models={"m": ScriptedModel({"turns": [{"text": "hi"}]})}, store=store
         )
         result = await runtime.run_to_completion("hello")
-        sessions = Sessions(store)
-        record = SessionRecord("sess_1", result.thread_id, str(tmp_path))
+        sessions = Sessions(store=store)
+        record = SessionRecord(session_id="sess_1", thread_id=result.thread_id, cwd=str(tmp_path))
         await sessions.save(record)
         assert [m.text for m in await sessions.history(record)] == ["hello", "hi"]
         assert [s.session_id for s in (await sessions.list(cwd=str(tmp_path))).items] == ["sess_1"]

@@ -45,7 +45,7 @@ async def test_a_remembered_answer_decides_direct_calls_of_its_workspace_only(tm
 class Flaky(Tool):
     """Returns its argument, refuses ``bad`` as a tool failure, and raises the caller's own signal on ``ask``."""
 
-    descriptor = ToolDescriptor("flaky", "test tool")
+    descriptor = ToolDescriptor(name="flaky", description="test tool")
 
     async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> Any:
         if args["value"] == "bad":

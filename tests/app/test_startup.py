@@ -29,7 +29,7 @@ def startup(tmp_path: Path, extra: str = "") -> Startup:
     (tmp_path / "s.json").write_text('{"turns": [{"text": "hi"}]}')
     config = tmp_path / "config.toml"
     config.write_text(f'[models.m]\nprovider = "scripted"\nscript = "s.json"\n[agents.a]\nmodel = "m"\n{extra}')
-    return Startup(read_config_file(config), f"sqlite:///{tmp_path}/awaken.db", str(tmp_path))
+    return Startup(file=read_config_file(config), store_url=f"sqlite:///{tmp_path}/awaken.db", cwd=str(tmp_path))
 
 
 class Server:

@@ -20,7 +20,7 @@ from awaken_stdio.contract.messages import AudioBlock, ImageBlock, ResourceBlock
 from awaken_stdio.contract.tools import ToolResult
 
 BLOCKS = [
-    TextBlock("look:"),
+    TextBlock(text="look:"),
     image(b"\x89PNG", "image/png"),
     audio(b"RIFF", "audio/wav"),
     embedded("memo://a", text="alpha", mime_type="text/plain"),

@@ -18,7 +18,9 @@ LEASE = 6_000
 async def taken_over(store: Store) -> tuple[Fence, Fence]:
     """The first holder's fence, and the fence of the process that took the thread over once its lease lapsed."""
     mb = store.mailbox
-    first = await mb.enqueue_and_claim(RunDispatch("d1", "t1", "r1", created_at=1, updated_at=1), "old", LEASE, 1000)
+    first = await mb.enqueue_and_claim(
+        RunDispatch(dispatch_id="d1", thread_id="t1", run_id="r1", created_at=1, updated_at=1), "old", LEASE, 1000
+    )
     assert first is not None and first.claim_token
     assert [d.dispatch_id for d in await mb.reclaim_expired_leases(1000 + LEASE + 1)] == ["d1"]
     (second,) = await mb.claim("t1", "new", LEASE, 1000 + LEASE + 2)
@@ -30,7 +32,13 @@ async def taken_over(store: Store) -> tuple[Fence, Fence]:
 
 
 def step(count: int, fence: Fence, text: str) -> Checkpoint:
-    return Checkpoint("t1", count, [Message.user(text)], RunRecord("r1", "t1", "coder"), fence=fence)
+    return Checkpoint(
+        thread_id="t1",
+        expected_message_count=count,
+        messages=[Message.user(text)],
+        run=RunRecord(run_id="r1", thread_id="t1", agent_id="coder"),
+        fence=fence,
+    )
 
 
 async def test_a_stale_holder_writes_no_checkpoint_and_the_current_one_does(store: Store) -> None:
@@ -48,9 +56,13 @@ async def test_a_stale_holder_cannot_mark_an_effect_started(store: Store) -> Non
     stale, current = await taken_over(store)
     mb = store.mailbox
     with pytest.raises(Fenced):
-        await mb.effect_started(EffectRecord("t1", "c1", "r1", "append", {"line": "x"}), stale)
+        await mb.effect_started(
+            EffectRecord(thread_id="t1", call_id="c1", run_id="r1", tool_name="append", arguments={"line": "x"}), stale
+        )
     assert await mb.open_effects("t1") == []  # no mark, so the effect never runs under the lost claim
-    await mb.effect_started(EffectRecord("t1", "c1", "r1", "append", {"line": "x"}), current)
+    await mb.effect_started(
+        EffectRecord(thread_id="t1", call_id="c1", run_id="r1", tool_name="append", arguments={"line": "x"}), current
+    )
     with pytest.raises(Fenced):
         await mb.effect_finished("t1", "c1", None, 9_000, stale)
     with pytest.raises(Fenced):
@@ -61,7 +73,9 @@ async def test_a_stale_holder_cannot_mark_an_effect_started(store: Store) -> Non
 async def test_a_settled_claim_fences_its_holder_too(store: Store) -> None:
     """Acked (the run was decided and finished elsewhere) or requeued: either way the old token writes nothing."""
     mb = store.mailbox
-    row = await mb.enqueue_and_claim(RunDispatch("d1", "t1", "r1", created_at=1, updated_at=1), "w", LEASE, 1000)
+    row = await mb.enqueue_and_claim(
+        RunDispatch(dispatch_id="d1", thread_id="t1", run_id="r1", created_at=1, updated_at=1), "w", LEASE, 1000
+    )
     assert row is not None and row.claim_token
     fence = Fence(dispatch_id="d1", claim_token=row.claim_token)
     await store.checkpoint(step(0, fence, "first"))

@@ -28,7 +28,9 @@ LEASE = 30_000
 
 
 def dispatch(dispatch_id: str, thread_id: str = "t1", *, at: int = 1000, **kw: Any) -> RunDispatch:
-    return RunDispatch(dispatch_id, thread_id, f"run-{dispatch_id}", created_at=at, updated_at=at, **kw)
+    return RunDispatch(
+        dispatch_id=dispatch_id, thread_id=thread_id, run_id=f"run-{dispatch_id}", created_at=at, updated_at=at, **kw
+    )
 
 
 @pytest.fixture
@@ -50,14 +52,14 @@ async def test_enqueue_and_list(mb: MailboxStore) -> None:
 
 async def test_rows_round_trip_every_field(mb: MailboxStore) -> None:
     request = DispatchRequest(
-        "decide",
-        "coder",
-        (Message.user("héllo"),),
-        (("perm_c1", ToolCallResume.approve(always=True)),),
-        "cli",
-        "sess_1",
-        "/work",
-        "host:1:a",
+        kind="decide",
+        agent_id="coder",
+        messages=(Message.user("héllo"),),
+        decisions=(("perm_c1", ToolCallResume.approve(always=True)),),
+        origin="cli",
+        session_id="sess_1",
+        cwd="/work",
+        sender="host:1:a",
     )
     d = dispatch("d1", request=request, priority=7, dedupe_key="k", available_at=5, max_attempts=3)
     await mb.enqueue(d)
@@ -467,9 +469,25 @@ async def test_list_claimed(mb: MailboxStore) -> None:
 
 
 async def test_effect_ledger_records_started_finished_and_unknown(mb: MailboxStore) -> None:
-    await mb.effect_started(EffectRecord("t1", "c1", "r1", "append", {"line": "x"}, decision_id="dec", started_at=10))
-    await mb.effect_started(EffectRecord("t1", "c2", "r1", "append", {"line": "y"}, started_at=11))
-    await mb.effect_started(EffectRecord("t2", "c9", "r2", "append", None, started_at=12))
+    await mb.effect_started(
+        EffectRecord(
+            thread_id="t1",
+            call_id="c1",
+            run_id="r1",
+            tool_name="append",
+            arguments={"line": "x"},
+            decision_id="dec",
+            started_at=10,
+        )
+    )
+    await mb.effect_started(
+        EffectRecord(
+            thread_id="t1", call_id="c2", run_id="r1", tool_name="append", arguments={"line": "y"}, started_at=11
+        )
+    )
+    await mb.effect_started(
+        EffectRecord(thread_id="t2", call_id="c9", run_id="r2", tool_name="append", arguments=None, started_at=12)
+    )
     await mb.effect_finished("t1", "c2", {"status": "success", "data": 1}, 20)
     open_ = await mb.open_effects("t1")  # a finished entry is settled: not open
     assert [(e.call_id, e.status, e.decision_id, e.arguments) for e in open_] == [
@@ -480,7 +498,11 @@ async def test_effect_ledger_records_started_finished_and_unknown(mb: MailboxSto
     assert [e.call_id for e in await mb.open_effects("t2")] == ["c9"]
     assert await mb.purge_terminal(25) == 0
     assert [e.call_id for e in await mb.open_effects("t1")] == ["c1"]  # an unknown outcome is never purged
-    await mb.effect_started(EffectRecord("t1", "c2", "r3", "append", {"line": "y"}, started_at=40))
+    await mb.effect_started(
+        EffectRecord(
+            thread_id="t1", call_id="c2", run_id="r3", tool_name="append", arguments={"line": "y"}, started_at=40
+        )
+    )
     assert [(e.call_id, e.run_id) for e in await mb.open_effects("t1")] == [("c1", "r1"), ("c2", "r3")]
 
 
@@ -488,13 +510,28 @@ async def test_a_checkpoint_appending_a_result_settles_its_open_entry(store: Sto
     """The result in the conversation is the finished mark: the loop writes no separate one (issue 16). An entry
     offered again after a crash (unknown) and answered is settled too, so no later run reads it again."""
     mb = store.mailbox
-    await mb.effect_started(EffectRecord("t1", "c1", "r1", "append", {}, started_at=10))
-    await mb.effect_started(EffectRecord("t1", "c2", "r1", "append", {}, started_at=11))
-    await mb.effect_started(EffectRecord("t1", "c3", "r1", "append", {}, started_at=12))
+    await mb.effect_started(
+        EffectRecord(thread_id="t1", call_id="c1", run_id="r1", tool_name="append", arguments={}, started_at=10)
+    )
+    await mb.effect_started(
+        EffectRecord(thread_id="t1", call_id="c2", run_id="r1", tool_name="append", arguments={}, started_at=11)
+    )
+    await mb.effect_started(
+        EffectRecord(thread_id="t1", call_id="c3", run_id="r1", tool_name="append", arguments={}, started_at=12)
+    )
     await mb.mark_effects_unknown("t1", ["c3"], 13)
-    call = Message.assistant("", [ToolCall("c1", "append", {}), ToolCall("c3", "append", {})])
+    call = Message.assistant(
+        "", [ToolCall(id="c1", name="append", arguments={}), ToolCall(id="c3", name="append", arguments={})]
+    )
     messages = [Message.user("go"), call, Message.tool("c1", "ok"), Message.tool("c3", "again")]
-    await store.checkpoint(Checkpoint("t1", 0, messages, RunRecord("r1", "t1", "coder")))
+    await store.checkpoint(
+        Checkpoint(
+            thread_id="t1",
+            expected_message_count=0,
+            messages=messages,
+            run=RunRecord(run_id="r1", thread_id="t1", agent_id="coder"),
+        )
+    )
     assert [(e.call_id, e.status) for e in await mb.open_effects("t1")] == [("c2", "started")]
     loaded, effects = await store.load_thread_for_run("t1")  # the same entries, read with the thread
     assert loaded is not None and len(loaded.messages) == 4

@@ -9,7 +9,10 @@ from awaken_stdio.contract.preview import FileChange, ToolPreview
 
 def test_the_preview_of_a_long_change_is_shortened_for_plain_text(tmp_path: Path) -> None:
     old = "".join(f"line {n}\n" for n in range(100))
-    preview = ToolPreview((FileChange(str(tmp_path / "f.txt"), old, old.replace("line", "LINE")),), cwd=str(tmp_path))
+    preview = ToolPreview(
+        changes=(FileChange(path=str(tmp_path / "f.txt"), old_text=old, new_text=old.replace("line", "LINE")),),
+        cwd=str(tmp_path),
+    )
     lines = preview.summary(max_lines=10).splitlines()
     assert len(lines) == 10 and lines[0] == "--- a/f.txt" and lines[-1].startswith("… ")
     command = ToolPreview(command="make test", cwd="/w").summary()
@@ -17,5 +20,5 @@ def test_the_preview_of_a_long_change_is_shortened_for_plain_text(tmp_path: Path
 
 
 def test_a_file_outside_cwd_keeps_its_path_and_a_new_file_comes_from_nothing(tmp_path: Path) -> None:
-    lines = FileChange("/etc/x.conf", None, "a\n").unified(str(tmp_path))
+    lines = FileChange(path="/etc/x.conf", old_text=None, new_text="a\n").unified(str(tmp_path))
     assert lines[:2] == ["--- /dev/null", "+++ b/etc/x.conf"]

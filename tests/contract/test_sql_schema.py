@@ -61,10 +61,10 @@ async def meta(url: str) -> dict[str, str]:
 def extra_migration(monkeypatch: pytest.MonkeyPatch) -> Iterator[Migration]:
     """A made-up version 2, as the mailbox issue will add one."""
     step = Migration(
-        len(MIGRATIONS) + 1,
-        "probe",
-        ("CREATE TABLE probe (id TEXT PRIMARY KEY)", "ALTER TABLE threads ADD COLUMN probe_flag INTEGER"),
-        ("CREATE TABLE probe (id TEXT PRIMARY KEY)", "ALTER TABLE threads ADD COLUMN probe_flag INTEGER"),
+        version=len(MIGRATIONS) + 1,
+        name="probe",
+        sqlite=("CREATE TABLE probe (id TEXT PRIMARY KEY)", "ALTER TABLE threads ADD COLUMN probe_flag INTEGER"),
+        postgres=("CREATE TABLE probe (id TEXT PRIMARY KEY)", "ALTER TABLE threads ADD COLUMN probe_flag INTEGER"),
     )
     monkeypatch.setattr(migrations, "MIGRATIONS", [*MIGRATIONS, step])
     yield step

@@ -33,7 +33,9 @@ pytestmark = pytest.mark.anyio
 
 
 def run(run_id: str = "run-1", thread_id: str = "t1", *, updated_at: int = 1000, **kw: object) -> RunRecord:
-    return RunRecord(run_id, thread_id, "coder", created_at=updated_at, updated_at=updated_at, **kw)  # type: ignore[arg-type]
+    return RunRecord(
+        run_id=run_id, thread_id=thread_id, agent_id="coder", created_at=updated_at, updated_at=updated_at, **kw
+    )  # type: ignore[arg-type]
 
 
 def msgs(*texts: str) -> list[Message]:
@@ -41,15 +43,30 @@ def msgs(*texts: str) -> list[Message]:
 
 
 async def commit(store: Store, thread_id: str, expected: int, texts: list[str], r: RunRecord | None = None) -> None:
-    await store.checkpoint(Checkpoint(thread_id, expected, msgs(*texts), r or run(thread_id=thread_id)))
+    await store.checkpoint(
+        Checkpoint(
+            thread_id=thread_id,
+            expected_message_count=expected,
+            messages=msgs(*texts),
+            run=r or run(thread_id=thread_id),
+        )
+    )
 
 
 def rich_message() -> Message:
     return Message(
-        "assistant",
-        (TextBlock('héllo ✓ \u0000 "q"'), ImageBlock("aGk=", "image/png"), ResourceLinkBlock("file:///a", "a", size=3)),
-        (ToolCall("call_1", "write_file", {"path": "a.txt", "content": "x", "n": [1, 2.5, None, True]}),),
-        thinking=(ThinkingBlock("hmm", signature="sig"), ThinkingBlock("", redacted=True)),
+        role="assistant",
+        content=(
+            TextBlock(text='héllo ✓ \u0000 "q"'),
+            ImageBlock(data="aGk=", mime_type="image/png"),
+            ResourceLinkBlock(uri="file:///a", name="a", size=3),
+        ),
+        tool_calls=(
+            ToolCall(
+                id="call_1", name="write_file", arguments={"path": "a.txt", "content": "x", "n": [1, 2.5, None, True]}
+            ),
+        ),
+        thinking=(ThinkingBlock(text="hmm", signature="sig"), ThinkingBlock(text="", redacted=True)),
         id="msg-rich",
         run_id="run-1",
         internal=True,
@@ -61,7 +78,14 @@ def rich_message() -> Message:
 
 def rich_run() -> RunRecord:
     ticket = WaitingTicket(
-        "perm_call_1", "call_1", "write_file", {"path": "a"}, "replay_tool_call", "tool:Permission", "ok?", 7
+        ticket_id="perm_call_1",
+        tool_call_id="call_1",
+        tool_name="write_file",
+        arguments={"path": "a"},
+        resume_mode="replay_tool_call",
+        reason="tool:Permission",
+        message="ok?",
+        updated_at=7,
     )
     return run(
         status="waiting",
@@ -69,10 +93,10 @@ def rich_run() -> RunRecord:
         session_id="sess",
         origin="acp",
         steps=3,
-        usage=TokenUsage(10, 20, cache_read_tokens=5),
+        usage=TokenUsage(input_tokens=10, output_tokens=20, cache_read_tokens=5),
         input_message_ids=["m1", "m2"],
-        state=PersistedState(4, {"a": {"b": [1, 2]}}),
-        waiting=WaitingState("tool_permission", (ticket,), "waiting for you"),
+        state=PersistedState(revision=4, extensions={"a": {"b": [1, 2]}}),
+        waiting=WaitingState(reason="tool_permission", tickets=(ticket,), message="waiting for you"),
         termination=TerminationReason.stopped("max_rounds", "16"),
         status_reason="why",
         response="answer",
@@ -104,8 +128,16 @@ async def test_unknown_entries_read_as_absent(store: Store) -> None:
 
 
 async def test_checkpoint_round_trips_every_field(store: Store) -> None:
-    m, r, state = rich_message(), rich_run(), PersistedState(9, {"__runtime.tool_call_states": {"c": {"s": 1}}})
-    await store.checkpoint(Checkpoint("t1", 0, [Message.user("hi"), m], r, state))
+    m, r, state = (
+        rich_message(),
+        rich_run(),
+        PersistedState(revision=9, extensions={"__runtime.tool_call_states": {"c": {"s": 1}}}),
+    )
+    await store.checkpoint(
+        Checkpoint(
+            thread_id="t1", expected_message_count=0, messages=[Message.user("hi"), m], run=r, thread_state=state
+        )
+    )
     loaded = await store.load_thread("t1")
     assert loaded is not None
     assert loaded.messages[1] == m
@@ -134,9 +166,23 @@ async def test_checkpoints_append_in_order_and_page(store: Store) -> None:
 
 
 async def test_version_guard_rejects_and_writes_nothing(store: Store) -> None:
-    await store.checkpoint(Checkpoint("t1", 0, msgs("a"), run(steps=1), PersistedState(1, {"k": 1})))
+    await store.checkpoint(
+        Checkpoint(
+            thread_id="t1",
+            expected_message_count=0,
+            messages=msgs("a"),
+            run=run(steps=1),
+            thread_state=PersistedState(revision=1, extensions={"k": 1}),
+        )
+    )
     for expected in (0, 2):
-        bad = Checkpoint("t1", expected, msgs("x", "y"), run(steps=99, updated_at=5000), PersistedState(7, {"k": 7}))
+        bad = Checkpoint(
+            thread_id="t1",
+            expected_message_count=expected,
+            messages=msgs("x", "y"),
+            run=run(steps=99, updated_at=5000),
+            thread_state=PersistedState(revision=7, extensions={"k": 7}),
+        )
         with pytest.raises(VersionConflict) as info:
             await store.checkpoint(bad)
         assert (info.value.expected, info.value.actual) == (expected, 1)
@@ -144,7 +190,7 @@ async def test_version_guard_rejects_and_writes_nothing(store: Store) -> None:
     assert loaded is not None
     assert [m.text for m in loaded.messages] == ["a"]
     assert loaded.thread.message_count == 1
-    assert loaded.state == PersistedState(1, {"k": 1})
+    assert loaded.state == PersistedState(revision=1, extensions={"k": 1})
     assert loaded.latest_run is not None and loaded.latest_run.steps == 1
 
 
@@ -157,7 +203,9 @@ async def test_version_guard_on_a_missing_thread(store: Store) -> None:
 
 async def test_checkpoint_refuses_a_run_of_another_thread(store: Store) -> None:
     with pytest.raises(ValueError, match="run-1 of thread other"):
-        await store.checkpoint(Checkpoint("t1", 0, msgs("a"), run(thread_id="other")))
+        await store.checkpoint(
+            Checkpoint(thread_id="t1", expected_message_count=0, messages=msgs("a"), run=run(thread_id="other"))
+        )
     assert await store.load_thread("t1") is None
 
 
@@ -179,15 +227,31 @@ async def test_concurrent_checkpoints_with_the_same_count_one_wins(store: Store)
 
 
 async def test_thread_state_kept_unless_the_checkpoint_carries_one(store: Store) -> None:
-    await store.checkpoint(Checkpoint("t1", 0, msgs("a"), run(), PersistedState(1, {"k": "one"})))
+    await store.checkpoint(
+        Checkpoint(
+            thread_id="t1",
+            expected_message_count=0,
+            messages=msgs("a"),
+            run=run(),
+            thread_state=PersistedState(revision=1, extensions={"k": "one"}),
+        )
+    )
     await commit(store, "t1", 1, ["b"])
-    assert await store.load_thread_state("t1") == PersistedState(1, {"k": "one"})
-    await store.checkpoint(Checkpoint("t1", 2, [], run(), PersistedState(2, {"j": None})))
-    assert await store.load_thread_state("t1") == PersistedState(2, {"j": None})
+    assert await store.load_thread_state("t1") == PersistedState(revision=1, extensions={"k": "one"})
+    await store.checkpoint(
+        Checkpoint(
+            thread_id="t1",
+            expected_message_count=2,
+            messages=[],
+            run=run(),
+            thread_state=PersistedState(revision=2, extensions={"j": None}),
+        )
+    )
+    assert await store.load_thread_state("t1") == PersistedState(revision=2, extensions={"j": None})
 
 
 async def test_checkpoint_bumps_thread_updated_at(store: Store) -> None:
-    await store.save_thread(ThreadRecord("t1", title="x", created_at=1, updated_at=1))
+    await store.save_thread(ThreadRecord(thread_id="t1", title="x", created_at=1, updated_at=1))
     await commit(store, "t1", 0, ["a"])
     loaded = await store.load_thread("t1")
     assert loaded is not None
@@ -197,32 +261,55 @@ async def test_checkpoint_bumps_thread_updated_at(store: Store) -> None:
 
 
 async def test_save_thread_upserts_but_never_sets_the_message_count(store: Store) -> None:
-    await store.save_thread(ThreadRecord("t1", title="first", metadata={"a": 1}, message_count=50))
+    await store.save_thread(ThreadRecord(thread_id="t1", title="first", metadata={"a": 1}, message_count=50))
     loaded = await store.load_thread("t1")
     assert loaded is not None
     assert loaded.messages == [] and loaded.thread.message_count == 0 and loaded.state is None
     await commit(store, "t1", 0, ["a"])
     t = ThreadRecord(
-        "t1", title="second", agent_id="a2", parent_thread_id="p", metadata={"b": [2]}, created_at=5, updated_at=6
+        thread_id="t1",
+        title="second",
+        agent_id="a2",
+        parent_thread_id="p",
+        metadata={"b": [2]},
+        created_at=5,
+        updated_at=6,
     )
     await store.save_thread(t)
     loaded = await store.load_thread("t1")
     assert loaded is not None
-    assert loaded.thread == ThreadRecord("t1", "second", "a2", "p", 1, {"b": [2]}, 5, 6)
+    assert loaded.thread == ThreadRecord(
+        thread_id="t1",
+        title="second",
+        agent_id="a2",
+        parent_thread_id="p",
+        message_count=1,
+        metadata={"b": [2]},
+        created_at=5,
+        updated_at=6,
+    )
     assert len(loaded.messages) == 1
 
 
 async def test_thread_state_save_and_overwrite(store: Store) -> None:
-    await store.save_thread_state("t1", PersistedState(1, {"a": 1}))
-    await store.save_thread_state("t1", PersistedState(2, {"b": 2}))
-    assert await store.load_thread_state("t1") == PersistedState(2, {"b": 2})
+    await store.save_thread_state("t1", PersistedState(revision=1, extensions={"a": 1}))
+    await store.save_thread_state("t1", PersistedState(revision=2, extensions={"b": 2}))
+    assert await store.load_thread_state("t1") == PersistedState(revision=2, extensions={"b": 2})
     loaded = await store.load_thread("t1")
-    assert loaded is not None and loaded.state == PersistedState(2, {"b": 2})
+    assert loaded is not None and loaded.state == PersistedState(revision=2, extensions={"b": 2})
     await commit(store, "t1", 0, ["a"])  # a thread created by its state takes checkpoints from count 0
 
 
 async def test_delete_thread_removes_everything_of_it_and_is_idempotent(store: Store) -> None:
-    await store.checkpoint(Checkpoint("t1", 0, msgs("a"), run("r1"), PersistedState(1, {})))
+    await store.checkpoint(
+        Checkpoint(
+            thread_id="t1",
+            expected_message_count=0,
+            messages=msgs("a"),
+            run=run("r1"),
+            thread_state=PersistedState(revision=1, extensions={}),
+        )
+    )
     await commit(store, "t2", 0, ["b"], run("r2", "t2"))
     await store.delete_thread("t1")
     await store.delete_thread("t1")
@@ -239,7 +326,7 @@ async def test_delete_thread_removes_everything_of_it_and_is_idempotent(store: S
 
 async def test_list_threads_newest_first_with_pages(store: Store) -> None:
     for i in range(5):
-        await store.save_thread(ThreadRecord(f"t{i}", created_at=i, updated_at=100 + i // 2))
+        await store.save_thread(ThreadRecord(thread_id=f"t{i}", created_at=i, updated_at=100 + i // 2))
     first = await store.list_threads(limit=2)
     assert [t.thread_id for t in first.items] == ["t4", "t3"]
     second = await store.list_threads(limit=2, cursor=first.next_cursor)
@@ -262,17 +349,25 @@ async def test_reopen_keeps_everything(store_url: str) -> None:
     if store_url == "memory://":
         pytest.skip("memory:// keeps nothing across opens")
     async with open_store(store_url) as s:
-        await s.checkpoint(Checkpoint("t1", 0, [rich_message()], rich_run(), PersistedState(3, {"a": 1})))
+        await s.checkpoint(
+            Checkpoint(
+                thread_id="t1",
+                expected_message_count=0,
+                messages=[rich_message()],
+                run=rich_run(),
+                thread_state=PersistedState(revision=3, extensions={"a": 1}),
+            )
+        )
         await s.set_profile("system", "k", [1])
-        await s.save_session(SessionRecord("s1", "t1", "/w"))
-        await s.add_grant(PermissionGrant("g1", "/w", "read_file", "allow"))
+        await s.save_session(SessionRecord(session_id="s1", thread_id="t1", cwd="/w"))
+        await s.add_grant(PermissionGrant(grant_id="g1", workspace="/w", tool="read_file", behavior="allow"))
     async with open_store(store_url) as s:
         loaded = await s.load_thread("t1")
         assert loaded is not None and loaded.messages == [rich_message()] and loaded.latest_run == rich_run()
         assert (await s.get_profile("system", "k")) is not None
         assert await s.load_session("s1") is not None
         assert len(await s.list_grants("/w")) == 1
-        await s.checkpoint(Checkpoint("t1", 1, msgs("more"), rich_run()))
+        await s.checkpoint(Checkpoint(thread_id="t1", expected_message_count=1, messages=msgs("more"), run=rich_run()))
 
 
 # -- runs ------------------------------------------------------------------------------------------------------
@@ -333,7 +428,7 @@ async def test_list_runs_order_filters_and_pages(store: Store) -> None:
 async def test_bad_cursors_and_limits_raise_value_error(store: Store) -> None:
     for i in range(3):
         await store.save_run(run(f"r{i}", updated_at=i))
-        await store.save_session(SessionRecord(f"s{i}", "t", "/w", updated_at=i))
+        await store.save_session(SessionRecord(session_id=f"s{i}", thread_id="t", cwd="/w", updated_at=i))
     runs_cursor = (await store.list_runs(limit=1)).next_cursor
     assert runs_cursor is not None
     for bad in ("garbage!", "", "e30", runs_cursor + "x"):
@@ -385,23 +480,23 @@ async def test_profile_entries(store: Store) -> None:
 
 async def test_sessions(store: Store) -> None:
     s1 = SessionRecord(
-        "s1",
-        "t1",
-        "/w/a",
-        "coder",
-        "Title",
-        "plan",
-        "main",
-        ["/extra"],
-        [{"name": "everything", "command": "npx"}],
-        "acp",
-        1,
-        10,
+        session_id="s1",
+        thread_id="t1",
+        cwd="/w/a",
+        agent_id="coder",
+        title="Title",
+        mode="plan",
+        model="main",
+        additional_directories=["/extra"],
+        mcp_servers=[{"name": "everything", "command": "npx"}],
+        origin="acp",
+        created_at=1,
+        updated_at=10,
     )
     await store.save_session(s1)
     assert await store.load_session("s1") == s1
-    await store.save_session(SessionRecord("s2", "t2", "/w/b", updated_at=30))
-    await store.save_session(SessionRecord("s3", "t3", "/w/a", updated_at=20))
+    await store.save_session(SessionRecord(session_id="s2", thread_id="t2", cwd="/w/b", updated_at=30))
+    await store.save_session(SessionRecord(session_id="s3", thread_id="t3", cwd="/w/a", updated_at=20))
     assert [s.session_id for s in (await store.list_sessions()).items] == ["s2", "s3", "s1"]
     assert [s.session_id for s in (await store.list_sessions(cwd="/w/a")).items] == ["s3", "s1"]
     page = await store.list_sessions(cwd="/w/a", limit=1)
@@ -423,15 +518,37 @@ async def test_sessions(store: Store) -> None:
 
 
 async def test_grants(store: Store) -> None:
-    await store.add_grant(PermissionGrant("g2", "/w", "run_command", "allow", "git *", created_at=20))
-    await store.add_grant(PermissionGrant("g1", "/w", "write_file", "deny", created_at=10, expires_at=100))
-    await store.add_grant(PermissionGrant("g3", "/other", "read_file", "allow", created_at=5))
+    await store.add_grant(
+        PermissionGrant(
+            grant_id="g2", workspace="/w", tool="run_command", behavior="allow", pattern="git *", created_at=20
+        )
+    )
+    await store.add_grant(
+        PermissionGrant(
+            grant_id="g1", workspace="/w", tool="write_file", behavior="deny", created_at=10, expires_at=100
+        )
+    )
+    await store.add_grant(
+        PermissionGrant(grant_id="g3", workspace="/other", tool="read_file", behavior="allow", created_at=5)
+    )
     grants = await store.list_grants("/w", now=50)
     assert [g.grant_id for g in grants] == ["g1", "g2"]
-    assert grants[1] == PermissionGrant("g2", "/w", "run_command", "allow", "git *", 20, None)
+    assert grants[1] == PermissionGrant(
+        grant_id="g2",
+        workspace="/w",
+        tool="run_command",
+        behavior="allow",
+        pattern="git *",
+        created_at=20,
+        expires_at=None,
+    )
     assert [g.grant_id for g in await store.list_grants("/w", now=100)] == ["g2"]  # expired at its expiry
     assert [g.grant_id for g in await store.list_grants("/w")] == ["g2"]  # now defaults to the clock
-    await store.add_grant(PermissionGrant("g2", "/w", "run_command", "deny", "git *", created_at=20))
+    await store.add_grant(
+        PermissionGrant(
+            grant_id="g2", workspace="/w", tool="run_command", behavior="deny", pattern="git *", created_at=20
+        )
+    )
     assert [g.behavior for g in await store.list_grants("/w", now=0)] == ["deny", "deny"]
     await store.delete_grant("g2")
     await store.delete_grant("g2")
@@ -442,8 +559,13 @@ async def test_grants(store: Store) -> None:
 
 
 async def test_callers_cannot_edit_what_is_stored(store: Store) -> None:
-    r, state = run(input_message_ids=["m"], state=PersistedState(1, {"k": 1})), PersistedState(1, {"k": 1})
-    await store.checkpoint(Checkpoint("t1", 0, msgs("a"), r, state))
+    r, state = (
+        run(input_message_ids=["m"], state=PersistedState(revision=1, extensions={"k": 1})),
+        PersistedState(revision=1, extensions={"k": 1}),
+    )
+    await store.checkpoint(
+        Checkpoint(thread_id="t1", expected_message_count=0, messages=msgs("a"), run=r, thread_state=state)
+    )
     r.input_message_ids.append("x")
     assert r.state is not None
     r.state.extensions["k"] = 2
@@ -457,9 +579,11 @@ async def test_callers_cannot_edit_what_is_stored(store: Store) -> None:
     loaded.messages.clear()
     again = await store.load_thread("t1")
     assert again is not None and again.latest_run is not None
-    assert again.latest_run.input_message_ids == ["m"] and again.state == PersistedState(1, {"k": 1})
+    assert again.latest_run.input_message_ids == ["m"] and again.state == PersistedState(
+        revision=1, extensions={"k": 1}
+    )
     assert again.thread.metadata == {} and len(again.messages) == 1
-    session = SessionRecord("s", "t1", "/w", additional_directories=["/a"])
+    session = SessionRecord(session_id="s", thread_id="t1", cwd="/w", additional_directories=["/a"])
     await store.save_session(session)
     session.additional_directories.append("/b")
     loaded_session = await store.load_session("s")

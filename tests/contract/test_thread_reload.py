@@ -22,9 +22,17 @@ def sql_url(store_url: str) -> str:
 
 
 async def append(store: Store, expected: int, *texts: str, run_id: str = "r1", state: int | None = None) -> None:
-    run = RunRecord(run_id, "t", "coder", status="running", steps=expected)
-    persisted = PersistedState(state, {"k": state}) if state is not None else None
-    await store.checkpoint(Checkpoint("t", expected, [Message.user(t) for t in texts], run, persisted))
+    run = RunRecord(run_id=run_id, thread_id="t", agent_id="coder", status="running", steps=expected)
+    persisted = PersistedState(revision=state, extensions={"k": state}) if state is not None else None
+    await store.checkpoint(
+        Checkpoint(
+            thread_id="t",
+            expected_message_count=expected,
+            messages=[Message.user(t) for t in texts],
+            run=run,
+            thread_state=persisted,
+        )
+    )
 
 
 def texts(messages: list[Message]) -> list[str]:

@@ -74,15 +74,21 @@ async def test_while_pushed_a_wait_is_a_slow_sweep_and_pushing_up_or_down_wakes_
 async def test_a_queued_decision_wakes_this_process(store_url: str) -> None:
     async with open_store(store_url) as store:
         mb = store.mailbox
-        await mb.enqueue_and_claim(RunDispatch(new_id(), "t", "r1"), "holder", 60_000, 1000)
+        await mb.enqueue_and_claim(
+            RunDispatch(dispatch_id=new_id(), thread_id="t", run_id="r1"), "holder", 60_000, 1000
+        )
         since = mb.wakeup.generation
-        await mb.enqueue(RunDispatch(new_id(), "t", "r1"))  # a decision, queued behind the holder
+        await mb.enqueue(
+            RunDispatch(dispatch_id=new_id(), thread_id="t", run_id="r1")
+        )  # a decision, queued behind the holder
         assert await waited(mb.wakeup, since=since) < 1
 
 
 async def test_postgresql_tells_the_other_processes(pg_url: str) -> None:
     async with open_store(pg_url) as deciders, open_store(pg_url) as holders:
-        await holders.mailbox.enqueue_and_claim(RunDispatch(new_id(), "t", "r1"), "holder", 60_000, 1000)
+        await holders.mailbox.enqueue_and_claim(
+            RunDispatch(dispatch_id=new_id(), thread_id="t", run_id="r1"), "holder", 60_000, 1000
+        )
         took: list[float] = []
 
         async def hold() -> None:
@@ -91,7 +97,9 @@ async def test_postgresql_tells_the_other_processes(pg_url: str) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(hold)
             await anyio.sleep(0.1)
-            row, _ = await deciders.claim_for_run(RunDispatch(new_id(), "t", "r1"), "decider", 60_000, 2000)
+            row, _ = await deciders.claim_for_run(
+                RunDispatch(dispatch_id=new_id(), thread_id="t", run_id="r1"), "decider", 60_000, 2000
+            )
             assert row is not None and row.status == "queued"  # the holder has the thread: the decision waits
         assert took[0] < 1  # told at once, not at the holder's next poll
 

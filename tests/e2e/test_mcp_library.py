@@ -99,7 +99,9 @@ async def test_file_resources(tmp_path: Path, mode: str) -> None:
 async def test_session_and_run_resources(tmp_path: Path, mode: str) -> None:
     env = library_env(tmp_path)
     async with open_store(env.store) as store:
-        await store.save_session(SessionRecord("acp-session-1", "acp-thread-1", str(env.cwd), agent_id="helper"))
+        await store.save_session(
+            SessionRecord(session_id="acp-session-1", thread_id="acp-thread-1", cwd=str(env.cwd), agent_id="helper")
+        )
     async with connect(env, mode) as client:
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert {"awaken://sessions/{id}", "awaken://runs/{id}", "memo://day/{day}"} <= templates

@@ -215,7 +215,9 @@ async def test_waiting_then_resume_run(tmp_path: Path, mode: str) -> None:
 async def test_session_id_continues_an_acp_session(tmp_path: Path, mode: str) -> None:
     env = make_env(tmp_path)
     async with open_store(env.store) as store:
-        await store.save_session(SessionRecord("acp-session-1", "acp-thread-1", str(env.cwd), agent_id="helper"))
+        await store.save_session(
+            SessionRecord(session_id="acp-session-1", thread_id="acp-thread-1", cwd=str(env.cwd), agent_id="helper")
+        )
     async with connect(env, mode) as client:
         await client.list_tools()
         result = await client.call_tool("agent_helper", {"message": "hello", "session_id": "acp-session-1"})

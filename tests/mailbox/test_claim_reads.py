@@ -22,8 +22,8 @@ pytestmark = pytest.mark.anyio
 async def test_a_submitted_and_a_decided_run_read_their_thread_with_their_claims(tmp_path: Path) -> None:
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         runtime, tool = guarded(store)
-        service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
-        await store.save_thread(ThreadRecord("t1", title="stored before"))
+        service = MailboxService(runtime=runtime, config=MailboxConfig(dispatch_queued=False))
+        await store.save_thread(ThreadRecord(thread_id="t1", title="stored before"))
         reads = count_reads(store)
         waiting = await service.submit(RunActivation(messages=[Message.user("go")], thread_id="t1"))
         assert waiting.status == "waiting" and reads == []

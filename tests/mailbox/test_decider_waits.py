@@ -43,10 +43,12 @@ async def test_the_deciders_own_poller_leaves_its_row_alone() -> None:
     decider_runtime = make_runtime(
         [turn("", call("guarded", id="c1")), turn("done")], tools=[tool], plugins=[AskPermission()], store=store
     )
-    holder = MailboxService(holder_runtime, MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=300))
+    holder = MailboxService(
+        runtime=holder_runtime, config=MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=300)
+    )
     # the decider looks at its row once a second; its process's sweep runs only when the test says so
     slow = MailboxConfig(poll_every_s=1.0, sweep_every_s=100.0, renew_every_s=0.05, lease_ms=5_000)
-    decider = MailboxService(decider_runtime, slow)
+    decider = MailboxService(runtime=decider_runtime, config=slow)
     results: list[AgentRunResult | None] = []
 
     async def hold() -> None:
@@ -94,7 +96,9 @@ async def test_a_decision_for_a_run_still_busy_here_returns_once_taken() -> None
         tools=[first, second],
         plugins=[AskPermission()],
     )
-    service = MailboxService(runtime, MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000))
+    service = MailboxService(
+        runtime=runtime, config=MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000)
+    )
     finished: list[AgentRunResult] = []
     decided: list[object] = []
 

@@ -65,7 +65,7 @@ def go(**kw: object) -> RunActivation:
 
 async def test_a_decision_resumes_a_waiting_run_here_once() -> None:
     runtime, tool = guarded()
-    service = MailboxService(runtime, FAST)
+    service = MailboxService(runtime=runtime, config=FAST)
     waiting = await service.submit(go())
     assert waiting.status == "waiting"
 
@@ -83,7 +83,7 @@ async def test_a_decision_resumes_a_waiting_run_here_once() -> None:
 
 async def test_unknown_runs_and_targets_are_refused_before_anything_is_recorded() -> None:
     runtime, _ = guarded()
-    service = MailboxService(runtime, FAST)
+    service = MailboxService(runtime=runtime, config=FAST)
     with pytest.raises(InvalidResume, match="run nope not found"):
         await service.decide("nope", APPROVE)
     waiting = await service.submit(go())
@@ -96,7 +96,10 @@ async def test_a_run_waiting_live_takes_over_a_decision_recorded_by_another_proc
     store = MemoryStore()
     holder_runtime, tool = guarded(store)
     other_runtime, other_tool = guarded(store)
-    holder, other = MailboxService(holder_runtime, FAST), MailboxService(other_runtime, FAST)
+    holder, other = (
+        MailboxService(runtime=holder_runtime, config=FAST),
+        MailboxService(runtime=other_runtime, config=FAST),
+    )
     results: list[AgentRunResult] = []
 
     async def hold() -> None:
@@ -116,12 +119,14 @@ async def test_startup_recovery_runs_queued_work_and_requeues_expired_claims() -
     runtime, tool = guarded()
     waiting = await runtime.run_to_completion(go())
     mb = runtime.store.mailbox
-    decide = DispatchRequest("decide", decisions=tuple(APPROVE))
-    await mb.enqueue(RunDispatch(new_id(), "t", waiting.run_id, decide))
-    expired = await mb.enqueue_and_claim(RunDispatch(new_id(), "t2", "r2"), "gone", 1, now_ms() - 10)
+    decide = DispatchRequest(kind="decide", decisions=tuple(APPROVE))
+    await mb.enqueue(RunDispatch(dispatch_id=new_id(), thread_id="t", run_id=waiting.run_id, request=decide))
+    expired = await mb.enqueue_and_claim(
+        RunDispatch(dispatch_id=new_id(), thread_id="t2", run_id="r2"), "gone", 1, now_ms() - 10
+    )
     assert expired is not None and expired.status == "claimed"
 
-    async with serving(MailboxService(runtime, FAST)):
+    async with serving(MailboxService(runtime=runtime, config=FAST)):
         await until(lambda: _status(runtime, waiting.run_id, "done"))
         await until(lambda: _row_status(runtime, expired.dispatch_id, "acked"))
     assert len(tool.calls) == 1
@@ -140,18 +145,18 @@ async def test_a_dead_local_owner_is_requeued_at_once() -> None:
     dead = f"{socket.gethostname()}:{int(child.stdout)}:x"
     assert owner_is_dead(dead)
     held = await runtime.store.mailbox.enqueue_and_claim(
-        RunDispatch(new_id(), "t", waiting.run_id), dead, 600_000, now_ms()
+        RunDispatch(dispatch_id=new_id(), thread_id="t", run_id=waiting.run_id), dead, 600_000, now_ms()
     )
     assert held is not None
 
-    done = await MailboxService(runtime, FAST).decide(waiting.run_id, APPROVE)
+    done = await MailboxService(runtime=runtime, config=FAST).decide(waiting.run_id, APPROVE)
 
     assert done is not None and done.status == "completed" and len(tool.calls) == 1
 
 
 async def test_cancel_ends_a_run_waiting_in_the_store() -> None:
     runtime, tool = guarded()
-    service = MailboxService(runtime, FAST)
+    service = MailboxService(runtime=runtime, config=FAST)
     waiting = await service.submit(go())
 
     assert await service.cancel(waiting.run_id)
@@ -174,14 +179,21 @@ class AppendsAfterARead(MemoryStore):
         if self.armed and loaded is not None and loaded.latest_run is not None:
             self.armed = False
             meanwhile = [Message.user("meanwhile")]
-            await self.checkpoint(Checkpoint(thread_id, loaded.thread.message_count, meanwhile, loaded.latest_run))
+            await self.checkpoint(
+                Checkpoint(
+                    thread_id=thread_id,
+                    expected_message_count=loaded.thread.message_count,
+                    messages=meanwhile,
+                    run=loaded.latest_run,
+                )
+            )
         return loaded
 
 
 async def test_a_cancel_racing_another_writers_append_still_cancels() -> None:
     store = AppendsAfterARead()
     runtime, tool = guarded(store)
-    service = MailboxService(runtime, FAST)
+    service = MailboxService(runtime=runtime, config=FAST)
     waiting = await service.submit(go())
     store.armed = True
 
@@ -201,8 +213,10 @@ async def test_a_cancel_racing_another_writers_append_still_cancels() -> None:
 
 async def test_a_second_run_on_a_held_thread_is_refused() -> None:
     runtime, _ = guarded()
-    service = MailboxService(runtime, FAST)
-    await runtime.store.mailbox.enqueue_and_claim(RunDispatch(new_id(), "t", "r0"), "someone", 60_000, now_ms())
+    service = MailboxService(runtime=runtime, config=FAST)
+    await runtime.store.mailbox.enqueue_and_claim(
+        RunDispatch(dispatch_id=new_id(), thread_id="t", run_id="r0"), "someone", 60_000, now_ms()
+    )
     with pytest.raises(ThreadAlreadyRunning):
         await service.submit(go())
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.anyio
 async def test_a_submitted_run_and_its_decision_settle_their_dispatches_with_their_checkpoints(tmp_path: Path) -> None:
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         runtime, tool = guarded(store)
-        service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
+        service = MailboxService(runtime=runtime, config=MailboxConfig(dispatch_queued=False))
         seen = await begins(store)
         waiting = await service.submit(RunActivation(messages=[Message.user("go")], thread_id="t1"))
         assert waiting.status == "waiting"
@@ -46,7 +46,7 @@ async def test_a_submitted_run_and_its_decision_settle_their_dispatches_with_the
 async def test_a_run_waiting_for_its_holder_keeps_its_dispatch_claimed(tmp_path: Path) -> None:
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         runtime, _ = guarded(store)
-        service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
+        service = MailboxService(runtime=runtime, config=MailboxConfig(dispatch_queued=False))
         held = []
 
         async def on_waiting() -> None:
@@ -66,15 +66,24 @@ async def test_a_moved_claim_is_not_settled_by_the_checkpoint(tmp_path: Path, ur
     """The checkpoint is written whatever became of the claim; only the row's settling is left undone."""
     async with open_store(f"sqlite://{tmp_path}/a.db" if url == "sqlite" else url) as store:
         runtime, _ = guarded(store)
-        service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
+        service = MailboxService(runtime=runtime, config=MailboxConfig(dispatch_queued=False))
         waiting = await service.submit(RunActivation(messages=[Message.user("go")], thread_id="t1"))
         (row,) = await store.mailbox.list_dispatches("t1", ["acked"])
         record = await store.load_run(waiting.run_id)
         assert record is not None
-        settle = DispatchSettle(row.dispatch_id, "a claim token nobody holds")
+        settle = DispatchSettle(dispatch_id=row.dispatch_id, claim_token="a claim token nobody holds")
         loaded = await store.load_thread("t1")
         assert loaded is not None
-        await store.checkpoint(Checkpoint("t1", loaded.thread.message_count, [], record, None, settle))
+        await store.checkpoint(
+            Checkpoint(
+                thread_id="t1",
+                expected_message_count=loaded.thread.message_count,
+                messages=[],
+                run=record,
+                thread_state=None,
+                settle=settle,
+            )
+        )
         assert not settle.settled and not settle.acked
         (still,) = await store.mailbox.list_dispatches("t1", ["acked"])
         assert still.updated_at == row.updated_at and still.updated_at <= now_ms()
@@ -85,9 +94,9 @@ async def test_a_step_that_asks_and_is_blocked_settles_its_dispatch_with_the_run
     settled early by the asking call's checkpoint, before the run's end is known)."""
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         turns = [turn("", call("guarded", id="c1"), call("target", id="c2")), turn("never")]
-        gates = [AskPermission("guarded"), FixedGate("refuse", "target", Block("not here"))]
+        gates = [AskPermission("guarded"), FixedGate("refuse", "target", Block(reason="not here"))]
         runtime = make_runtime(turns, tools=[FnTool("guarded"), FnTool("target")], plugins=gates, store=store)
-        service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
+        service = MailboxService(runtime=runtime, config=MailboxConfig(dispatch_queued=False))
         result = await service.submit(RunActivation(messages=[Message.user("go")], thread_id="t1"))
         assert result.status != "waiting" and result.termination.type == "blocked"
         (row,) = await store.mailbox.list_dispatches("t1", ["acked"])

@@ -50,7 +50,7 @@ TOOLS = [
     {"name": "read", "description": "Read a file.", "input_schema": {"type": "object"}},
     {"name": "get_weather", "description": "Weather.", "input_schema": {"type": "object"}},
 ]
-CAPS = ModelCapabilities(200_000, 64_000, True)
+CAPS = ModelCapabilities(context_window=200_000, max_output_tokens=64_000, image_input=True)
 
 
 @pytest.fixture
@@ -61,19 +61,21 @@ async def model(server: FakeServer) -> AsyncIterator[AnthropicModel]:
 
 
 async def collect(model: AnthropicModel, request: InferenceRequest | None = None) -> list[StreamChunk]:
-    return [c async for c in model.stream(request or InferenceRequest("m", [Message.user("hi")]))]
+    return [c async for c in model.stream(request or InferenceRequest(model="m", messages=[Message.user("hi")]))]
 
 
 async def test_text_with_cached_usage_and_cache_breakpoints(server: FakeServer, model: AnthropicModel) -> None:
     events = anthropic_text("Hel", "lo", usage=(5, 7))
     events[0] = message_start(5, cache_read=100, cache_write=20)
     server.push(Reply(events=events))
-    chunks = await collect(model, InferenceRequest("m", [Message.user("hi")], TOOLS, system="Be brief."))
+    chunks = await collect(
+        model, InferenceRequest(model="m", messages=[Message.user("hi")], tools=TOOLS, system="Be brief.")
+    )
     assert chunks == [
-        TextChunk("Hel"),
-        TextChunk("lo"),
-        UsageChunk(TokenUsage(125, 7, cache_read_tokens=100, cache_write_tokens=20)),
-        StopChunk("end_turn"),
+        TextChunk(text="Hel"),
+        TextChunk(text="lo"),
+        UsageChunk(usage=TokenUsage(input_tokens=125, output_tokens=7, cache_read_tokens=100, cache_write_tokens=20)),
+        StopChunk(reason="end_turn"),
     ]
     seen = server.requests[0]
     assert (seen.method, seen.path) == ("POST", "/v1/messages")
@@ -89,7 +91,7 @@ async def test_text_with_cached_usage_and_cache_breakpoints(server: FakeServer, 
 
 async def test_turns_reuse_one_connection(server: FakeServer, model: AnthropicModel) -> None:
     server.push(Reply(events=anthropic_text("one")), Reply(events=anthropic_text("two")))
-    assert [(await collect(model))[0] for _ in range(2)] == [TextChunk("one"), TextChunk("two")]
+    assert [(await collect(model))[0] for _ in range(2)] == [TextChunk(text="one"), TextChunk(text="two")]
     assert server.connections == 1  # the first body was read to its end, so its connection went back to the pool
 
 
@@ -115,14 +117,14 @@ async def test_parallel_tool_uses_with_split_json(server: FakeServer, model: Ant
         )
     )
     chunks = await collect(model)
-    assert chunks[1] == ToolCallChunk(0, "toolu_1", "read")
+    assert chunks[1] == ToolCallChunk(index=0, id="toolu_1", name="read")
     result = assemble(chunks)
     assert result.text == "Reading both."
     assert result.tool_calls == [
-        ToolCall("toolu_1", "read", {"path": "a.py"}),
-        ToolCall("toolu_2", "read", {"path": "b.py"}),
+        ToolCall(id="toolu_1", name="read", arguments={"path": "a.py"}),
+        ToolCall(id="toolu_2", name="read", arguments={"path": "b.py"}),
     ]
-    assert result.stop_reason == "tool_use" and result.usage == TokenUsage(10, 40)
+    assert result.stop_reason == "tool_use" and result.usage == TokenUsage(input_tokens=10, output_tokens=40)
 
 
 async def test_thinking_keeps_its_signature_and_goes_back_first(server: FakeServer, model: AnthropicModel) -> None:
@@ -143,11 +145,17 @@ async def test_thinking_keeps_its_signature_and_goes_back_first(server: FakeServ
             ]
         )
     )
-    request = InferenceRequest("m", [Message.user("hi")], max_output_tokens=16_000, reasoning_effort="medium")
+    request = InferenceRequest(
+        model="m", messages=[Message.user("hi")], max_output_tokens=16_000, reasoning_effort="medium"
+    )
     chunks = await collect(model, request)
-    assert chunks[:3] == [ReasoningChunk("Let me "), ReasoningChunk("see."), ReasoningChunk(signature="EqQBCgIYAhIM")]
+    assert chunks[:3] == [
+        ReasoningChunk(text="Let me "),
+        ReasoningChunk(text="see."),
+        ReasoningChunk(signature="EqQBCgIYAhIM"),
+    ]
     result = assemble(chunks)
-    assert result.thinking == [ThinkingBlock("Let me see.", "EqQBCgIYAhIM")]
+    assert result.thinking == [ThinkingBlock(text="Let me see.", signature="EqQBCgIYAhIM")]
     assert server.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
     adaptive = messages_params("claude-opus-4-6", request, CAPS)
     assert (adaptive["thinking"], adaptive["output_config"]) == ({"type": "adaptive"}, {"effort": "medium"})
@@ -156,12 +164,16 @@ async def test_thinking_keeps_its_signature_and_goes_back_first(server: FakeServ
         Message.user("hi"),
         Message.assistant(
             "Done.",
-            [ToolCall("toolu_1", "read", {"path": "a"})],
-            [*result.thinking, ThinkingBlock("", "opaque==", redacted=True), ThinkingBlock("from gpt")],
+            [ToolCall(id="toolu_1", name="read", arguments={"path": "a"})],
+            [
+                *result.thinking,
+                ThinkingBlock(text="", signature="opaque==", redacted=True),
+                ThinkingBlock(text="from gpt"),
+            ],
         ),
         Message.tool("toolu_1", "contents"),
     ]
-    body = messages_params("claude-x", InferenceRequest("m", history, enable_prompt_cache=False), CAPS)
+    body = messages_params("claude-x", InferenceRequest(model="m", messages=history, enable_prompt_cache=False), CAPS)
     assert body["messages"][1] == {
         "role": "assistant",
         "content": [
@@ -188,20 +200,22 @@ async def test_redacted_thinking_streams_as_a_redacted_chunk(server: FakeServer,
         )
     )
     chunks = await collect(model)
-    assert chunks[:2] == [ReasoningChunk(signature="opaque==", redacted=True), TextChunk("Hi")]
-    assert chunks[-1] == StopChunk("refusal")
+    assert chunks[:2] == [ReasoningChunk(signature="opaque==", redacted=True), TextChunk(text="Hi")]
+    assert chunks[-1] == StopChunk(reason="refusal")
 
 
 def test_tool_results_are_grouped_into_one_user_turn() -> None:
     history = [
         Message.system("earlier summary", internal=True),
-        Message.user([TextBlock("look"), ImageBlock("aGk=", "image/png")]),
-        Message.assistant("", [ToolCall("t1", "read", {}), ToolCall("t2", "read", {})]),
+        Message.user([TextBlock(text="look"), ImageBlock(data="aGk=", mime_type="image/png")]),
+        Message.assistant(
+            "", [ToolCall(id="t1", name="read", arguments={}), ToolCall(id="t2", name="read", arguments={})]
+        ),
         Message.tool("t1", "one"),
         Message.tool("t2", "two"),
         Message.user("and now?"),
     ]
-    body = messages_params("claude-x", InferenceRequest("m", history, system="sys"), CAPS)
+    body = messages_params("claude-x", InferenceRequest(model="m", messages=history, system="sys"), CAPS)
     cache = {"type": "ephemeral"}
     assert body["system"] == [
         {"type": "text", "text": "sys"},
@@ -231,13 +245,13 @@ async def test_rate_limit_with_retry_after_ms_then_overload_then_success(
         Reply(events=anthropic_text("ok")),
     )
     started = time.monotonic()
-    assert (await collect(model))[0] == TextChunk("ok")
+    assert (await collect(model))[0] == TextChunk(text="ok")
     assert time.monotonic() - started >= 0.3 and len(server.requests) == 3
 
 
 async def test_a_server_error_then_success(server: FakeServer, model: AnthropicModel) -> None:
     server.push(Reply(500, body=anthropic_error("api_error", "Internal")), Reply(events=anthropic_text("fine")))
-    assert (await collect(model))[0] == TextChunk("fine")
+    assert (await collect(model))[0] == TextChunk(text="fine")
 
 
 async def test_a_rejected_key_names_the_variable(server: FakeServer, model: AnthropicModel) -> None:
@@ -269,8 +283,8 @@ async def test_an_error_event_inside_the_stream_keeps_its_kind(server: FakeServe
 
 async def test_a_stream_cut_off_midway_is_interrupted(server: FakeServer, model: AnthropicModel) -> None:
     server.push(Reply(events=anthropic_text("one ", "two ", "three"), cut_after=5))
-    stream = model.stream(InferenceRequest("m", [Message.user("hi")]))
-    assert [await anext(stream), await anext(stream)] == [TextChunk("one "), TextChunk("two ")]
+    stream = model.stream(InferenceRequest(model="m", messages=[Message.user("hi")]))
+    assert [await anext(stream), await anext(stream)] == [TextChunk(text="one "), TextChunk(text="two ")]
     with pytest.raises(ProviderError) as caught:
         await anext(stream)
     assert caught.value.kind == "stream_interrupted" and len(server.requests) == 1
@@ -296,7 +310,9 @@ async def test_a_missing_key_is_reported_before_any_request() -> None:
 
 
 async def test_the_factory_and_capabilities(tmp_path: Path) -> None:
-    spec = ModelSpec("main", "anthropic", "claude-opus-4-1", {"provider": "anthropic", "timeout_s": 30})
+    spec = ModelSpec(
+        id="main", provider="anthropic", model="claude-opus-4-1", options={"provider": "anthropic", "timeout_s": 30}
+    )
     executor = load_provider(spec, tmp_path)
     assert isinstance(executor, AnthropicModel) and executor.timeout_s == 30
     caps = executor.capabilities("claude-opus-4-1")

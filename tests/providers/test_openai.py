@@ -67,7 +67,7 @@ async def model(server: FakeServer) -> AsyncIterator[OpenAIModel]:
 
 
 async def collect(model: OpenAIModel, request: InferenceRequest | None = None) -> list[StreamChunk]:
-    return [c async for c in model.stream(request or InferenceRequest("gpt-4.1", [Message.user("hi")]))]
+    return [c async for c in model.stream(request or InferenceRequest(model="gpt-4.1", messages=[Message.user("hi")]))]
 
 
 def tool_delta(index: int, arguments: str, id: str | None = None, name: str | None = None) -> dict[str, Any]:
@@ -81,14 +81,19 @@ def tool_delta(index: int, arguments: str, id: str | None = None, name: str | No
 async def test_text_streams_with_usage_and_the_request_is_well_formed(server: FakeServer, model: OpenAIModel) -> None:
     server.push(Reply(events=chat_text("Hel", "lo", usage=(12, 3))))
     request = InferenceRequest(
-        "ignored", [Message.user("hi")], TOOLS, system="Be brief.", max_output_tokens=100, temperature=0.2
+        model="ignored",
+        messages=[Message.user("hi")],
+        tools=TOOLS,
+        system="Be brief.",
+        max_output_tokens=100,
+        temperature=0.2,
     )
     chunks = await collect(model, request)
     assert chunks == [
-        TextChunk("Hel"),
-        TextChunk("lo"),
-        UsageChunk(TokenUsage(12, 3)),
-        StopChunk("end_turn"),
+        TextChunk(text="Hel"),
+        TextChunk(text="lo"),
+        UsageChunk(usage=TokenUsage(input_tokens=12, output_tokens=3)),
+        StopChunk(reason="end_turn"),
     ]
     seen = server.requests[0]
     assert (seen.method, seen.path) == ("POST", "/v1/chat/completions")
@@ -120,11 +125,14 @@ async def test_parallel_tool_calls_split_across_chunks(server: FakeServer, model
         )
     )
     chunks = await collect(model)
-    assert chunks[:2] == [ToolCallChunk(0, "call_a", "get_weather", ""), ToolCallChunk(0, None, None, '{"ci')]
+    assert chunks[:2] == [
+        ToolCallChunk(index=0, id="call_a", name="get_weather", args_delta=""),
+        ToolCallChunk(index=0, id=None, name=None, args_delta='{"ci'),
+    ]
     result = assemble(chunks)
     assert result.tool_calls == [
-        ToolCall("call_a", "get_weather", {"city": "Oslo"}),
-        ToolCall("call_b", "get_weather", {"city": "Rome"}),
+        ToolCall(id="call_a", name="get_weather", arguments={"city": "Oslo"}),
+        ToolCall(id="call_b", name="get_weather", arguments={"city": "Rome"}),
     ]
     assert result.stop_reason == "tool_use" and not result.has_incomplete_tool_calls
 
@@ -163,14 +171,14 @@ async def test_reasoning_content_streams_as_thinking(server: FakeServer, model: 
     )
     chunks = await collect(model)
     assert chunks == [
-        ReasoningChunk("Let me "),
-        ReasoningChunk("think."),
-        ReasoningChunk("Ollama style."),
-        TextChunk("42"),
-        UsageChunk(TokenUsage(30, 12, cache_read_tokens=16, thinking_tokens=8)),
-        StopChunk("max_tokens"),
+        ReasoningChunk(text="Let me "),
+        ReasoningChunk(text="think."),
+        ReasoningChunk(text="Ollama style."),
+        TextChunk(text="42"),
+        UsageChunk(usage=TokenUsage(input_tokens=30, output_tokens=12, cache_read_tokens=16, thinking_tokens=8)),
+        StopChunk(reason="max_tokens"),
     ]
-    assert assemble(chunks).thinking == [ThinkingBlock("Let me think.Ollama style.")]
+    assert assemble(chunks).thinking == [ThinkingBlock(text="Let me think.Ollama style.")]
 
 
 async def test_a_rate_limit_waits_for_retry_after_then_succeeds(
@@ -182,13 +190,13 @@ async def test_a_rate_limit_waits_for_retry_after_then_succeeds(
     with caplog.at_level(logging.WARNING, "awaken_stdio.providers"):
         chunks = await collect(model)
     assert time.monotonic() - started >= 0.95
-    assert chunks[0] == TextChunk("ok") and len(server.requests) == 2
+    assert chunks[0] == TextChunk(text="ok") and len(server.requests) == 2
     assert "retry 1 of 3 in 1.00 s" in caplog.text and KEY not in caplog.text
 
 
 async def test_a_server_error_is_retried(server: FakeServer, model: OpenAIModel) -> None:
     server.push(Reply(500, body=openai_error("boom", "server_error")), Reply(events=chat_text("fine")))
-    assert (await collect(model))[0] == TextChunk("fine")
+    assert (await collect(model))[0] == TextChunk(text="fine")
     assert len(server.requests) == 2
 
 
@@ -238,8 +246,8 @@ async def test_a_too_long_conversation_is_a_context_overflow(server: FakeServer,
 
 async def test_a_stream_cut_off_midway_is_interrupted_and_not_retried(server: FakeServer, model: OpenAIModel) -> None:
     server.push(Reply(events=chat_text("one ", "two ", "three"), cut_after=3))
-    stream = model.stream(InferenceRequest("m", [Message.user("hi")]))
-    assert [await anext(stream), await anext(stream)] == [TextChunk("one "), TextChunk("two ")]
+    stream = model.stream(InferenceRequest(model="m", messages=[Message.user("hi")]))
+    assert [await anext(stream), await anext(stream)] == [TextChunk(text="one "), TextChunk(text="two ")]
     with pytest.raises(ProviderError) as caught:
         await anext(stream)
     assert caught.value.kind == "stream_interrupted" and len(server.requests) == 1
@@ -279,7 +287,7 @@ async def test_a_missing_key_is_reported_before_any_request(server: FakeServer) 
 async def test_a_local_server_needs_no_key(server: FakeServer) -> None:
     server.push(Reply(events=chat_text("local")))
     async with OpenAIModel("qwen2.5-coder:7b", base_url=f"{server.url}/v1", env={}) as model:
-        assert (await collect(model))[0] == TextChunk("local")
+        assert (await collect(model))[0] == TextChunk(text="local")
     assert server.requests[0].headers["authorization"] == "Bearer not-needed"
 
 
@@ -339,16 +347,16 @@ async def test_responses_api_text_and_tool_call(server: FakeServer) -> None:
     )
     history = [
         Message.user("weather?"),
-        Message.assistant("", [ToolCall("call_0", "get_weather", {"city": "Rome"})]),
+        Message.assistant("", [ToolCall(id="call_0", name="get_weather", arguments={"city": "Rome"})]),
         Message.tool("call_0", "sunny"),
     ]
     env = {"OPENAI_API_KEY": KEY}
     async with OpenAIModel("gpt-5", api="responses", base_url=server.url, env=env) as model:
-        chunks = await collect(model, InferenceRequest("gpt-5", history, TOOLS, system="sys"))
+        chunks = await collect(model, InferenceRequest(model="gpt-5", messages=history, tools=TOOLS, system="sys"))
     result = assemble(chunks)
-    assert result.text == "Let me look." and result.thinking == [ThinkingBlock("Checking.")]
-    assert result.tool_calls == [ToolCall("call_1", "get_weather", {"city": "Oslo"})]
-    assert result.usage == TokenUsage(40, 11) and result.stop_reason == "tool_use"
+    assert result.text == "Let me look." and result.thinking == [ThinkingBlock(text="Checking.")]
+    assert result.tool_calls == [ToolCall(id="call_1", name="get_weather", arguments={"city": "Oslo"})]
+    assert result.usage == TokenUsage(input_tokens=40, output_tokens=11) and result.stop_reason == "tool_use"
     body = server.requests[0].body
     assert server.requests[0].path == "/responses" and body["instructions"] == "sys"
     assert body["input"] == [
@@ -372,16 +380,20 @@ async def test_responses_api_failure_event_is_mapped(server: FakeServer) -> None
 
 
 def test_history_conversion() -> None:
-    image = ImageBlock("aGk=", "image/png")
-    resource = ResourceBlock("file:///a.py", text="print(1)")
+    image = ImageBlock(data="aGk=", mime_type="image/png")
+    resource = ResourceBlock(uri="file:///a.py", text="print(1)")
     messages = [
         Message.system("summary so far", internal=True),
-        Message.user([TextBlock("look"), image, resource]),
-        Message.assistant("calling", [ToolCall("c1", "read", {"path": "a"})], [ThinkingBlock("hmm", "sig")]),
+        Message.user([TextBlock(text="look"), image, resource]),
+        Message.assistant(
+            "calling",
+            [ToolCall(id="c1", name="read", arguments={"path": "a"})],
+            [ThinkingBlock(text="hmm", signature="sig")],
+        ),
         Message.tool("c1", "contents"),
-        Message("assistant", interrupted=True),  # cut short before any text: nothing to send
+        Message(role="assistant", interrupted=True),  # cut short before any text: nothing to send
     ]
-    out = chat_messages(InferenceRequest("m", messages), images=True)
+    out = chat_messages(InferenceRequest(model="m", messages=messages), images=True)
     assert out == [
         {"role": "system", "content": "summary so far"},
         {
@@ -401,7 +413,9 @@ def test_history_conversion() -> None:
         },
         {"role": "tool", "tool_call_id": "c1", "content": "contents"},
     ]
-    text_only = chat_messages(InferenceRequest("m", [Message.user([TextBlock("look"), image])]), images=False)
+    text_only = chat_messages(
+        InferenceRequest(model="m", messages=[Message.user([TextBlock(text="look"), image])]), images=False
+    )
     assert text_only[0]["content"] == "look[image image/png omitted: this model takes no images]"
 
 
@@ -424,7 +438,7 @@ def test_capabilities_come_from_the_family_and_config() -> None:
 
 async def test_the_factory_builds_from_config_options(tmp_path: Path) -> None:
     options = {"provider": "openai", "model": "gpt-5", "api": "responses", "base_url": "http://x/v1", "max_retries": 1}
-    executor = load_provider(ModelSpec("main", "openai", "gpt-5", options), tmp_path)
+    executor = load_provider(ModelSpec(id="main", provider="openai", model="gpt-5", options=options), tmp_path)
     assert isinstance(executor, OpenAIModel)
     assert (executor.api, executor.base_url, executor.retry.max_retries) == ("responses", "http://x/v1", 1)
 
@@ -447,7 +461,7 @@ def test_retry_after_forms(headers: dict[str, str], expected: float | None) -> N
 
 
 class Weather(Tool):
-    descriptor = ToolDescriptor("get_weather", "The weather in a city.", read_only=True)
+    descriptor = ToolDescriptor(name="get_weather", description="The weather in a city.", read_only=True)
 
     async def execute(self, args: dict[str, Any], ctx: ToolCallContext) -> str:
         return f"sunny in {args['city']}"
@@ -466,7 +480,7 @@ async def test_agent_runtime_runs_a_tool_call_then_answers(server: FakeServer, m
         ),
         Reply(events=chat_text("It is ", "sunny.", usage=(70, 4))),
     )
-    runtime = AgentRuntime(agents=[AgentSpec("a", model="m")], models={"m": model}, tools=[Weather()])
+    runtime = AgentRuntime(agents=[AgentSpec(id="a", model="m")], models={"m": model}, tools=[Weather()])
     result = await runtime.run_to_completion("weather in Oslo?")
     assert result.response == "It is sunny."
     assert result.usage.input_tokens == 120

@@ -43,7 +43,7 @@ SCHEMA_FILE = Path(__file__).parents[2] / "schemas" / "scripted-model.schema.jso
 
 
 def request(*messages: Message, system: str | None = None) -> InferenceRequest:
-    return InferenceRequest("scripted", list(messages) or [Message.user("hi")], system=system)
+    return InferenceRequest(model="scripted", messages=list(messages) or [Message.user("hi")], system=system)
 
 
 def after(assistant_turns: int) -> InferenceRequest:
@@ -84,8 +84,8 @@ async def test_the_turn_played_is_the_number_of_assistant_messages(turn: int) ->
 
 
 async def test_only_non_internal_assistant_messages_count() -> None:
-    summary = Message("assistant", (TextBlock("summary of earlier talk"),), internal=True)
-    interrupted = Message("assistant", (TextBlock("half an ans"),), interrupted=True)
+    summary = Message(role="assistant", content=(TextBlock(text="summary of earlier talk"),), internal=True)
+    interrupted = Message(role="assistant", content=(TextBlock(text="half an ans"),), interrupted=True)
     req = request(
         Message.system("be brief"),
         Message.user("a"),
@@ -99,8 +99,8 @@ async def test_only_non_internal_assistant_messages_count() -> None:
 
 async def test_a_compaction_summary_counts_the_turns_it_replaced() -> None:
     summary = Message(
-        "system",
-        (TextBlock("<conversation-summary>two turns happened</conversation-summary>"),),
+        role="system",
+        content=(TextBlock(text="<conversation-summary>two turns happened</conversation-summary>"),),
         internal=True,
         metadata={"compaction": {"assistant_turns": 2}},
     )
@@ -140,7 +140,9 @@ async def test_a_turn_streams_thinking_text_tool_calls_usage_then_stop() -> None
     )
     streamed = await chunks(model, request())
     assert [type(c) for c in streamed] == [ReasoningChunk, TextChunk, ToolCallChunk, UsageChunk, StopChunk]
-    assert streamed[2] == ToolCallChunk(0, "call_0_0", "write_file", '{"path": "a.txt", "content": "hi"}')
+    assert streamed[2] == ToolCallChunk(
+        index=0, id="call_0_0", name="write_file", args_delta='{"path": "a.txt", "content": "hi"}'
+    )
 
 
 async def test_text_is_streamed_in_pieces_of_chunk_chars() -> None:
@@ -169,7 +171,7 @@ async def test_thinking_is_streamed_as_reasoning_before_the_text() -> None:
     streamed = await chunks(ScriptedModel({"turns": [turn]}), request())
     reasoning = [c.text for c in streamed if isinstance(c, ReasoningChunk)]
     assert reasoning == ["let m", "e thi", "nk ab", "out i", "t"]
-    assert streamed.index(TextChunk("Done.")) == len(reasoning)
+    assert streamed.index(TextChunk(text="Done.")) == len(reasoning)
     result = await play(ScriptedModel({"turns": [turn]}), request())
     assert [t.text for t in result.thinking] == ["let me think about it"]
     assert result.text == "Done."
@@ -178,7 +180,7 @@ async def test_thinking_is_streamed_as_reasoning_before_the_text() -> None:
 async def test_an_empty_turn_streams_only_usage_and_stop() -> None:
     streamed = await chunks(ScriptedModel({"turns": [{}]}), request())
     assert [type(c) for c in streamed] == [UsageChunk, StopChunk]
-    assert streamed[-1] == StopChunk("end_turn")
+    assert streamed[-1] == StopChunk(reason="end_turn")
 
 
 async def test_tool_arguments_are_whole_unless_chunk_chars_is_set() -> None:
@@ -195,8 +197,8 @@ async def test_tool_arguments_are_whole_unless_chunk_chars_is_set() -> None:
     assert all(len(c.args_delta) <= 10 for c in pieces)
     result = await play(model, request())
     assert result.tool_calls == [
-        ToolCall("call_0_0", "write_file", call["arguments"]),
-        ToolCall("call_0_1", "list_directory", {}),
+        ToolCall(id="call_0_0", name="write_file", arguments=call["arguments"]),
+        ToolCall(id="call_0_1", name="list_directory", arguments={}),
     ]
     assert not result.has_incomplete_tool_calls
 
@@ -217,14 +219,14 @@ async def test_tool_call_ids_default_to_call_turn_index_unless_given() -> None:
 async def test_arguments_json_is_sent_verbatim() -> None:
     model = ScriptedModel({"turns": [{"tool_calls": [{"name": "write_file", "arguments_json": '{"path": "a.t'}]}]})
     streamed = await chunks(model, request())
-    assert ToolCallChunk(0, "call_0_0", "write_file", '{"path": "a.t') in streamed
+    assert ToolCallChunk(index=0, id="call_0_0", name="write_file", args_delta='{"path": "a.t') in streamed
     assert (await play(model, request())).has_incomplete_tool_calls
 
 
 async def test_unicode_arguments_are_not_escaped() -> None:
     model = ScriptedModel({"turns": [{"tool_calls": [{"name": "say", "arguments": {"text": "héllo ✓"}}]}]})
     streamed = await chunks(model, request())
-    assert ToolCallChunk(0, "call_0_0", "say", '{"text": "héllo ✓"}') in streamed
+    assert ToolCallChunk(index=0, id="call_0_0", name="say", args_delta='{"text": "héllo ✓"}') in streamed
 
 
 # -- usage and stop reasons ------------------------------------------------------------------------------------
@@ -233,32 +235,34 @@ async def test_unicode_arguments_are_not_escaped() -> None:
 async def test_usage_given_is_reported_as_is() -> None:
     usage = {"input_tokens": 120, "output_tokens": 8, "cache_read_tokens": 100, "thinking_tokens": 3}
     result = await play(ScriptedModel({"turns": [{"text": "Done.", "usage": usage}]}), request())
-    assert result.usage == TokenUsage(120, 8, cache_read_tokens=100, thinking_tokens=3)
+    assert result.usage == TokenUsage(input_tokens=120, output_tokens=8, cache_read_tokens=100, thinking_tokens=3)
 
 
 async def test_usage_left_out_is_estimated_at_four_characters_a_token() -> None:
     turn = {"thinking": "t" * 10, "text": "x" * 20, "tool_calls": [{"name": "f", "arguments_json": "{}"}]}
     req = request(
         Message.user("u" * 30),
-        Message.user((TextBlock("v" * 9), ImageBlock("aGk=", "image/png"))),
+        Message.user((TextBlock(text="v" * 9), ImageBlock(data="aGk=", mime_type="image/png"))),
         system="s" * 5,
     )
     result = await play(ScriptedModel({"turns": [turn]}), req)
     # input: 5 + 30 + 9 = 44 chars (images are not text) -> 11; output: 10 + 20 + 2 = 32 chars -> 8
-    assert result.usage == TokenUsage(11, 8)
+    assert result.usage == TokenUsage(input_tokens=11, output_tokens=8)
 
 
 async def test_estimates_round_up() -> None:
     result = await play(ScriptedModel({"turns": [{"text": "abcde"}]}), request(Message.user("a")))
-    assert result.usage == TokenUsage(1, 2)
+    assert result.usage == TokenUsage(input_tokens=1, output_tokens=2)
 
 
 async def test_usage_counts_left_out_are_estimated_and_the_rest_kept() -> None:
     turn = {"text": "x" * 8, "usage": {"output_tokens": 50, "cache_write_tokens": 7}}
     result = await play(ScriptedModel({"turns": [turn]}), request(Message.user("u" * 40)))
-    assert result.usage == TokenUsage(10, 50, cache_write_tokens=7)
+    assert result.usage == TokenUsage(input_tokens=10, output_tokens=50, cache_write_tokens=7)
     turn = {"text": "x" * 8, "usage": {"input_tokens": 500}}
-    assert (await play(ScriptedModel({"turns": [turn]}), request())).usage == TokenUsage(500, 2)
+    assert (await play(ScriptedModel({"turns": [turn]}), request())).usage == TokenUsage(
+        input_tokens=500, output_tokens=2
+    )
 
 
 @pytest.mark.parametrize("reason", ["end_turn", "max_tokens", "refusal"])
@@ -281,7 +285,7 @@ async def test_delay_ms_waits_before_the_first_chunk() -> None:
     start = time.monotonic()
     first = await anext(aiter(model.stream(request())))
     assert time.monotonic() - start >= 0.045
-    assert first == TextChunk("late")
+    assert first == TextChunk(text="late")
 
 
 async def test_cancellation_cuts_the_delay_short() -> None:
@@ -465,7 +469,7 @@ async def test_function_model_plays_what_the_function_returns() -> None:
     first = await play(model, request(Message.user("hello")))
     assert (first.text, first.tool_calls, first.stop_reason) == (
         "calling",
-        [ToolCall("call_0_0", "f", {"x": 1})],
+        [ToolCall(id="call_0_0", name="f", arguments={"x": 1})],
         "tool_use",
     )
     second = await play(model, after(1))

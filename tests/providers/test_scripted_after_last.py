@@ -17,7 +17,7 @@ async def answer_after(model: ScriptedModel, assistant_turns: int) -> StreamResu
     for i in range(assistant_turns):
         messages += [Message.assistant(f"answer {i}"), Message.user(f"next {i}")]
     acc = StreamAccumulator()
-    async for chunk in model.stream(InferenceRequest("scripted", messages)):
+    async for chunk in model.stream(InferenceRequest(model="scripted", messages=messages)):
         acc.add(chunk)
     return acc.result()
 

@@ -57,7 +57,7 @@ def make_runtime(
     plugins = list(plugins)
     spec.setdefault("plugins", [p.name for p in plugins if not p.always_active])
     runtime = AgentRuntime(tools=tools, plugins=plugins, store=store)
-    runtime.add_agent(AgentSpec("default", model="default", **spec)).add_model("default", model(turns))
+    runtime.add_agent(AgentSpec(id="default", model="default", **spec)).add_model("default", model(turns))
     for agent, agent_turns in agents:
         runtime.add_agent(agent).add_model(agent.model, model(agent_turns))
     return runtime
@@ -89,7 +89,7 @@ class StallingModel:
 
     async def stream(self, request: InferenceRequest) -> AsyncIterator[StreamChunk]:
         for chunk in self.chunks:
-            yield TextChunk(chunk)
+            yield TextChunk(text=chunk)
         try:
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
@@ -162,7 +162,7 @@ class FnTool(Tool):
     """A tool backed by an async function ``fn(args, ctx)``; ``calls`` keeps the arguments of every execution."""
 
     def __init__(self, name: str, fn: ToolFn | None = None) -> None:
-        self.descriptor = ToolDescriptor(name, f"The {name} tool.")
+        self.descriptor = ToolDescriptor(name=name, description=f"The {name} tool.")
         self.fn = fn
         self.calls: list[dict[str, Any]] = []
         self.contexts: list[ToolCallContext] = []
@@ -197,7 +197,9 @@ def adder(name: str = "add") -> FnTool:
     async def add(args: dict[str, Any], ctx: ToolCallContext) -> ToolOutput:
         seen = {"run": ctx.state(COUNTER), "thread": ctx.state(THREAD_COUNTER)}
         n = args.get("n", 1)
-        return ToolOutput(ToolResult.success(name, seen), StateCommand().update(COUNTER, n).update(THREAD_COUNTER, n))
+        return ToolOutput(
+            result=ToolResult.success(name, seen), command=StateCommand().update(COUNTER, n).update(THREAD_COUNTER, n)
+        )
 
     return FnTool(name, add)
 
@@ -207,9 +209,14 @@ def adder(name: str = "add") -> FnTool:
 
 def permission_ticket(call_id: str, tool: str, args: Any) -> SuspendTicket:
     return SuspendTicket(
-        Suspension(f"perm_{call_id}", "tool:PermissionConfirm", f"Permission required for tool '{tool}'", args),
-        PendingToolCall(f"perm_{call_id}", "permission_confirm", args),
-        "replay_tool_call",
+        suspension=Suspension(
+            id=f"perm_{call_id}",
+            action="tool:PermissionConfirm",
+            message=f"Permission required for tool '{tool}'",
+            parameters=args,
+        ),
+        pending=PendingToolCall(id=f"perm_{call_id}", name="permission_confirm", arguments=args),
+        resume_mode="replay_tool_call",
     )
 
 
@@ -233,7 +240,7 @@ class AskPermission(Plugin):
         if ctx.resume_input is not None or (self.tools and ctx.tool_name not in self.tools):
             return None
         assert ctx.tool_call_id is not None and ctx.tool_name is not None
-        return Suspend(permission_ticket(ctx.tool_call_id, ctx.tool_name, ctx.tool_args))
+        return Suspend(ticket=permission_ticket(ctx.tool_call_id, ctx.tool_name, ctx.tool_args))
 
 
 class FixedGate(Plugin):

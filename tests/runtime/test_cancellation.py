@@ -156,7 +156,7 @@ async def test_a_run_cancelled_during_a_slow_tool_cancels_the_tool_task(executor
 
 
 async def test_cancelling_a_delegating_run_cancels_the_child_run() -> None:
-    helper = AgentSpec("helper", model="helper-model")
+    helper = AgentSpec(id="helper", model="helper-model")
     runtime = make_runtime(
         [turn("", call("agent_run_helper", {"prompt": "slow"}, id="d1")), turn("served again")],
         delegates=["helper"],

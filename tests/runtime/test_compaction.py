@@ -45,7 +45,7 @@ def user(text: str) -> Message:
 
 
 def asst(text: str = "", *call_ids: str) -> Message:
-    return Message.assistant(text, [ToolCall(c, "t", {}) for c in call_ids])
+    return Message.assistant(text, [ToolCall(id=c, name="t", arguments={}) for c in call_ids])
 
 
 def result(call_id: str) -> Message:
@@ -54,7 +54,9 @@ def result(call_id: str) -> Message:
 
 def summary_message(boundary: str, text: str = "earlier") -> Message:
     body = f"<conversation-summary>\n{text}\n</conversation-summary>"
-    return Message("system", (TextBlock(body),), internal=True, metadata={"compaction": {"boundary": boundary}})
+    return Message(
+        role="system", content=(TextBlock(text=body),), internal=True, metadata={"compaction": {"boundary": boundary}}
+    )
 
 
 class Models:
@@ -88,7 +90,7 @@ class Models:
         section = {"threshold": 0.5, **compaction}
         if summary_model:
             section["summary_model"] = "summariser"
-        spec = AgentSpec("default", model="main", sections={"compaction": section})
+        spec = AgentSpec(id="default", model="main", sections={"compaction": section})
         return AgentRuntime(agents=[spec], models={"main": self.main, "summariser": self.summariser}, tools=tools)
 
 
@@ -106,9 +108,9 @@ def texts(request: InferenceRequest) -> list[str]:
 
 def test_token_estimate_is_four_plus_a_quarter_of_the_characters() -> None:
     assert message_tokens(Message.user("x" * 400)) == 104
-    image = Message("user", (TextBlock("x" * 50), ImageBlock("AAAA", "image/png")))
+    image = Message(role="user", content=(TextBlock(text="x" * 50), ImageBlock(data="AAAA", mime_type="image/png")))
     assert message_tokens(image) == 4 + 100 // 4  # a non-text block counts 50 characters
-    with_call = Message.assistant("", [ToolCall("c", "read", {"path": "a"})])
+    with_call = Message.assistant("", [ToolCall(id="c", name="read", arguments={"path": "a"})])
     assert message_tokens(with_call) == 4 + (len("read") + len('{"path": "a"}')) // 4
     assert estimate_tokens([Message.user("x" * 400)] * 3) == 312
 
@@ -127,7 +129,12 @@ def test_the_cut_keeps_the_latest_user_turn_and_never_splits_a_call_from_its_res
     "view",
     [
         [user("1"), asst("", "c1"), user("2"), asst("x"), user("3")],  # c1 is never answered: no safe cut after it
-        [user("1"), asst("a"), Message("user", (TextBlock("note"),), internal=True), asst("b")],  # not a real user
+        [
+            user("1"),
+            asst("a"),
+            Message(role="user", content=(TextBlock(text="note"),), internal=True),
+            asst("b"),
+        ],  # not a real user
         [summary_message("x"), user("1"), asst("a")],  # only the earlier summary precedes the latest turn
         [asst("a"), result("c")],  # no user message at all
     ],
@@ -288,7 +295,7 @@ async def test_compact_on_demand_appends_the_summary_whatever_the_size() -> None
 
 async def test_compact_refuses_a_running_thread() -> None:
     stall = StallingModel("thinking")
-    runtime = AgentRuntime(agents=[AgentSpec("default", model="main")], models={"main": stall})
+    runtime = AgentRuntime(agents=[AgentSpec(id="default", model="main")], models={"main": stall})
     rec = Recorder()
     async with anyio.create_task_group() as tg:
         tg.start_soon(runtime.run, RunActivation(messages=[Message.user("hi")], thread_id="t"), rec)

@@ -33,7 +33,7 @@ from tests.runtime.helpers import (
 
 pytestmark = pytest.mark.anyio
 
-HELPER = AgentSpec("helper", model="helper-model", description="Answers questions about the weather.")
+HELPER = AgentSpec(id="helper", model="helper-model", description="Answers questions about the weather.")
 
 
 def delegating(prompt_args: dict[str, Any], helper_turns: list[dict[str, Any]], **kw: Any) -> tuple[Any, RequestLog]:
@@ -135,7 +135,9 @@ async def test_a_waiting_child_suspends_the_parent_call_until_a_decision_answers
     assert child is not None and child.status == "waiting"
     assert waiting.status == "waiting"
 
-    result = await runtime.resume(waiting.run_id, [(suspension.id, ToolCallResume("resume", "sunny, said the user"))])
+    result = await runtime.resume(
+        waiting.run_id, [(suspension.id, ToolCallResume(action="resume", result="sunny, said the user"))]
+    )
 
     assert tool_messages(log.requests[1]) == {"d1": "sunny, said the user"}
     assert result.response == "relayed"
@@ -170,14 +172,14 @@ async def test_a_child_runs_with_isolated_state() -> None:
     assert result.response == "ok"
 
 
-EXPERT = AgentSpec("expert", model="expert-model")
+EXPERT = AgentSpec(id="expert", model="expert-model")
 
 
 def handing_over(target: str, expert: RequestLog) -> tuple[Any, RequestLog, FnTool]:
     """``default`` calls ``switch`` (which requests a handoff to ``target``), then would say "still default"."""
 
     async def switch(args: dict[str, Any], ctx: ToolCallContext) -> ToolOutput:
-        return ToolOutput(ToolResult.success("switch", "handing over"), request_handoff(target))
+        return ToolOutput(result=ToolResult.success("switch", "handing over"), command=request_handoff(target))
 
     log = RequestLog([turn("", call("switch", id="h1")), turn("still default"), turn("default again")])
     tool = FnTool("switch", switch)

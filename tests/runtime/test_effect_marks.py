@@ -90,7 +90,7 @@ async def test_a_read_only_tool_and_a_memory_store_leave_no_mark(tmp_path: Path)
 
 def _reader() -> FnTool:
     reader = FnTool("read")
-    reader.descriptor = ToolDescriptor("read", "Reads.", read_only=True)
+    reader.descriptor = ToolDescriptor(name="read", description="Reads.", read_only=True)
     return reader
 
 
@@ -219,7 +219,11 @@ async def test_a_call_left_unknown_by_a_recovery_that_died_is_offered_again(tmp_
     and died too before asking: the call is still offered for approval, with the conversation it never reached,
     and the model is not asked to go on without it (a new prompt would supersede it; a continuation must not)."""
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
-        await store.mailbox.effect_started(EffectRecord("t1", "c9", "r-dead", "write", {"line": "x"}, started_at=1))
+        await store.mailbox.effect_started(
+            EffectRecord(
+                thread_id="t1", call_id="c9", run_id="r-dead", tool_name="write", arguments={"line": "x"}, started_at=1
+            )
+        )
         await store.mailbox.mark_effects_unknown("t1", ["c9"], 2)
         runtime = make_runtime([turn("I went on regardless")], tools=[FnTool("write")], store=store)
         result = await runtime.run(RunActivation(messages=[], thread_id="t1"))
@@ -239,7 +243,7 @@ async def test_a_run_on_a_stored_thread_reads_it_and_its_ledger_in_one_round_tri
 
 async def test_a_writer_dropped_before_it_started_wakes_whoever_waits_for_it() -> None:
     """A flush waiting for a scheduled writer must not hang when another checkpoint supersedes that writer."""
-    behind = WriteBehind(lambda _: anyio.sleep(0))
+    behind = WriteBehind(write=lambda _: anyio.sleep(0))
     behind.scheduled = asyncio.get_running_loop().call_later(3600, lambda: None)  # scheduled, not started
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:

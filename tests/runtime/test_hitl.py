@@ -235,7 +235,7 @@ async def test_a_live_decision_for_an_unknown_target_is_dropped_and_the_run_keep
 async def test_a_frontend_tool_suspends_and_returns_the_decision_result() -> None:
     log = RequestLog([turn("", call("pick_color", {"palette": "warm"}, id="c1")), turn("red it is")])
     runtime = make_runtime(log)
-    color = ToolDescriptor("pick_color", "Ask the user for a color.")
+    color = ToolDescriptor(name="pick_color", description="Ask the user for a color.")
     rec = Recorder()
 
     async with running(runtime, live(frontend_tools=[color]), rec) as results:
@@ -245,7 +245,7 @@ async def test_a_frontend_tool_suspends_and_returns_the_decision_result() -> Non
         assert (ticket.suspension.id, ticket.suspension.action) == ("suspend_c1", "tool:pick_color")
         assert ticket.resume_mode == "use_decision_as_tool_result"
         await rec.wait_for(RunFinish)
-        await runtime.send_decisions("t", [("suspend_c1", ToolCallResume("resume", {"color": "red"}))])
+        await runtime.send_decisions("t", [("suspend_c1", ToolCallResume(action="resume", result={"color": "red"}))])
 
     assert [t["name"] for t in log.requests[0].tools] == ["pick_color"]
     assert [(e.target_id, e.result) for e in rec.of(ToolCallResumed)] == [("c1", {"color": "red"})]
@@ -309,7 +309,7 @@ async def test_a_waiting_run_resumes_once_from_another_runtime_sharing_the_store
     tool = FnTool(tool_name, suspend_self if tool_name == "ask_user" else None)
     other = make_runtime(turns, tools=[tool], plugins=[AskPermission("guarded")], store=first.store)
     rec = Recorder()
-    decision = ToolCallResume("resume", "blue")
+    decision = ToolCallResume(action="resume", result="blue")
     result = await resume(other, waiting.run_id, [(target, decision)], rec)
 
     assert result.run_id == waiting.run_id

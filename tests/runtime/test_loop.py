@@ -105,7 +105,7 @@ async def test_run_finish_result_carries_the_last_assistant_text_of_the_run() ->
     assert first.response == "earlier run"
     finish = rec.events[-1]
     assert isinstance(finish, RunFinish)
-    assert finish.result == RunResult("looking", "completed", "natural")
+    assert finish.result == RunResult(response="looking", status="completed", status_reason="natural")
     assert finish.result.to_json() == {"response": "looking", "status": "completed", "status_reason": "natural"}
     assert result.response == "looking"
     stored = await runtime.store.load_run(result.run_id)

@@ -35,14 +35,14 @@ pytestmark = pytest.mark.anyio
 
 WS = RunActivation(env=RunEnvironment(cwd="/ws"))  # where a resume runs
 
-READ = ToolDescriptor("read_file", kind="read", read_only=True)
-WRITE = ToolDescriptor("write_file", kind="edit")
-CMD = ToolDescriptor("run_command", kind="execute")
-MCP_READ = ToolDescriptor("gh__get_issue", kind="read", read_only=True, metadata={"mcp_server": "gh"})
+READ = ToolDescriptor(name="read_file", kind="read", read_only=True)
+WRITE = ToolDescriptor(name="write_file", kind="edit")
+CMD = ToolDescriptor(name="run_command", kind="execute")
+MCP_READ = ToolDescriptor(name="gh__get_issue", kind="read", read_only=True, metadata={"mcp_server": "gh"})
 
 
 def policy(*rules: tuple[str, str], default: str | None = None) -> PermissionPolicy:
-    return PermissionPolicy.from_agent(AgentSpec("a", sections={"permission": section(*rules, default=default)}))
+    return PermissionPolicy.from_agent(AgentSpec(id="a", sections={"permission": section(*rules, default=default)}))
 
 
 def section(*rules: tuple[str, str], default: str | None = None) -> dict[str, Any]:
@@ -121,7 +121,7 @@ def test_path_arguments_are_normalised_before_matching() -> None:
 @pytest.mark.parametrize("section_", [{"default": "maybe"}, {"rules": [{"tool": "x", "behavior": "yes"}]}])
 def test_invalid_sections_are_config_errors(section_: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="not allow, ask or deny"):
-        PermissionPolicy.from_agent(AgentSpec("a", sections={"permission": section_}))
+        PermissionPolicy.from_agent(AgentSpec(id="a", sections={"permission": section_}))
 
 
 # -- modes -----------------------------------------------------------------------------------------------------
@@ -151,7 +151,14 @@ def test_accept_edits_also_lifts_an_explicit_ask_rule_for_edits() -> None:
 
 
 def grant(tool: str, behavior: Any, pattern: str | None = None, workspace: str = "/ws", **kw: Any) -> PermissionGrant:
-    return PermissionGrant(f"g_{tool}_{behavior}_{pattern}", workspace, tool, behavior, pattern, **kw)
+    return PermissionGrant(
+        grant_id=f"g_{tool}_{behavior}_{pattern}",
+        workspace=workspace,
+        tool=tool,
+        behavior=behavior,
+        pattern=pattern,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize(
@@ -342,7 +349,7 @@ async def test_a_repeated_decision_leaves_one_grant() -> None:
         snapshot=StateStore().snapshot(),
         thread_id="t",
         run_id="r",
-        agent=AgentSpec("a"),
+        agent=AgentSpec(id="a"),
         messages=[],
         tool_name="write_file",
         tool_call_id="c1",

@@ -38,7 +38,12 @@ def make_engine(registrar: PluginRegistrar | None = None) -> PhaseEngine:
     registrar = registrar or PluginRegistrar()
     store = StateStore()
     store.install_plugin("phase-test", [MODE, OTHER, TALLY])
-    return PhaseEngine(store, index_hooks(registrar.hooks), dict(registrar.actions), dict(registrar.effects))
+    return PhaseEngine(
+        store=store,
+        hooks=index_hooks(registrar.hooks),
+        actions=dict(registrar.actions),
+        effects=dict(registrar.effects),
+    )
 
 
 def ctx_factory(
@@ -50,7 +55,7 @@ def ctx_factory(
         snapshot=snapshot or engine.store.snapshot(),
         thread_id="thread",
         run_id="run",
-        agent=AgentSpec("agent"),
+        agent=AgentSpec(id="agent"),
         messages=[],
     )
 

@@ -49,7 +49,9 @@ class Shout(Plugin):
 def two_agents(*plugins: Plugin, **other: Any) -> tuple[Any, RequestLog, RequestLog]:
     """``default`` uses ``plugins``; ``other`` (built from ``other``) lists none."""
     mine, theirs = RequestLog([turn("mine")]), RequestLog([turn("theirs")])
-    runtime = make_runtime(mine, plugins=plugins, agents=[(AgentSpec("other", model="other-model", **other), theirs)])
+    runtime = make_runtime(
+        mine, plugins=plugins, agents=[(AgentSpec(id="other", model="other-model", **other), theirs)]
+    )
     return runtime, mine, theirs
 
 
@@ -105,7 +107,9 @@ async def test_a_transform_editing_the_request_in_place_leaves_the_stored_conver
         def register(self, registrar: PluginRegistrar) -> None:
             def transform(request: InferenceRequest, ctx: PhaseContext) -> InferenceRequest:
                 request.messages.append(Message.user("injected context"))
-                request.messages[0] = Message("user", (TextBlock("rewritten"),), id=request.messages[0].id)
+                request.messages[0] = Message(
+                    role="user", content=(TextBlock(text="rewritten"),), id=request.messages[0].id
+                )
                 request.tools.append({"name": "ghost", "description": "", "input_schema": {}})
                 for t in request.tools:
                     t["description"] = "mangled"

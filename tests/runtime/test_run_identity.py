@@ -45,7 +45,7 @@ async def test_a_delegate_run_knows_and_stores_its_parent(tmp_path: Path) -> Non
 
             registrar.phase_hook(Phase.RUN_START, run_start)
 
-    helper = AgentSpec("helper", model="helper-model")
+    helper = AgentSpec(id="helper", model="helper-model")
     async with open_store(f"sqlite://{tmp_path}/awaken.db") as store:
         runtime = make_runtime(
             [turn("", call("agent_run_helper", {"prompt": "who am I?"}, id="d1")), turn("done")],
@@ -59,7 +59,9 @@ async def test_a_delegate_run_knows_and_stores_its_parent(tmp_path: Path) -> Non
         result = await runtime.run(RunActivation(messages=[Message.user("go")], thread_id="parent", session_id="s1"))
 
         parent_hook, child_hook, child_tool = seen
-        assert parent_hook[1] == RunIdentity(result.run_id, "parent", "default", "user", session_id="s1")
+        assert parent_hook[1] == RunIdentity(
+            run_id=result.run_id, thread_id="parent", agent_id="default", origin="user", session_id="s1"
+        )
         child = child_tool[1]
         assert child is not None and child == child_hook[1]
         assert (child.parent_run_id, child.parent_thread_id, child.parent_tool_call_id) == (
@@ -134,7 +136,7 @@ async def test_delegates_share_a_team_context_through_their_parent_thread_as_in_
         return "briefed"
 
     team = TeamPlugin()
-    worker = AgentSpec("worker", model="worker-model", plugins=["team"])
+    worker = AgentSpec(id="worker", model="worker-model", plugins=["team"])
     runtime = make_runtime(
         [turn("", call("brief"), call("agent_run_worker", {"prompt": "work"})), turn("done")],
         tools=[FnTool("brief", brief)],

@@ -40,11 +40,11 @@ async def test_a_max_rounds_stop_is_a_failed_run_whose_reason_keeps_the_code() -
 
 
 async def test_a_blocked_delegate_is_an_error_result_for_its_parent() -> None:
-    child = AgentSpec("child", model="child-model", plugins=["no_danger"])
+    child = AgentSpec(id="child", model="child-model", plugins=["no_danger"])
     parent_turns = [turn("", call("agent_run_child", {"prompt": "do it"}, id="d1")), turn("the child could not")]
     runtime = make_runtime(
         parent_turns,
-        plugins=[FixedGate("no_danger", "danger", Block("danger is off limits"))],
+        plugins=[FixedGate("no_danger", "danger", Block(reason="danger is off limits"))],
         tools=[FnTool("danger")],
         delegates=["child"],
         agents=[(child, [turn("", call("danger"))])],

@@ -53,7 +53,7 @@ def apply(store: StateStore, key: StateKey[Any, Any], *updates: Any) -> Any:
 
 
 def call(status: str, call_id: str = "c1", **fields: Any) -> ToolCallState:
-    return ToolCallState(call_id, "search", {"q": "x"}, status, **fields)  # type: ignore[arg-type]
+    return ToolCallState(call_id=call_id, tool_name="search", arguments={"q": "x"}, status=status, **fields)  # type: ignore[arg-type]
 
 
 # -- status machines ---------------------------------------------------------------------------------------------

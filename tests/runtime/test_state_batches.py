@@ -19,7 +19,7 @@ UNREGISTERED_COMM: StateKey[int, int] = StateKey("batch.unregistered", merge="co
 
 
 def batch(*updates: tuple[StateKey[Any, Any], Any], base: int | None = None) -> MutationBatch:
-    out = MutationBatch(base)
+    out = MutationBatch(base_revision=base)
     for key, update in updates:
         out.update(key, update)
     return out
@@ -136,8 +136,11 @@ def command(tag: str, key: StateKey[Any, Any], update: Any) -> StateCommand:
 def test_state_command_combination_carries_actions_and_effects(combine: str) -> None:
     merged: StateCommand = getattr(command("a", EXCLUSIVE, "x"), combine)(command("b", OTHER, "y"))
     assert ops(merged.patch) == [("batch.exclusive", "x"), ("batch.other", "y")]
-    assert merged.scheduled_actions == [ScheduledAction("act.a", "a"), ScheduledAction("act.b", "b")]
-    assert merged.effects == [Effect("eff.a", "a"), Effect("eff.b", "b")]
+    assert merged.scheduled_actions == [
+        ScheduledAction(name="act.a", payload="a"),
+        ScheduledAction(name="act.b", payload="b"),
+    ]
+    assert merged.effects == [Effect(name="eff.a", payload="a"), Effect(name="eff.b", payload="b")]
 
 
 def test_merge_all_commands_uses_registered_strategies(store: StateStore) -> None:

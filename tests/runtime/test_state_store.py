@@ -33,7 +33,7 @@ def store_with(*keys: StateKey[Any, Any], plugin: str = "test") -> StateStore:
 
 
 def commit(store: StateStore, *updates: tuple[StateKey[Any, Any], Any], base: int | None = None) -> int:
-    batch = MutationBatch(base)
+    batch = MutationBatch(base_revision=base)
     for key, update in updates:
         batch.update(key, update)
     return store.commit(batch)
@@ -255,7 +255,7 @@ def test_reinstall_after_uninstall_starts_clean() -> None:
 
 
 def persisted(revision: int = 0, **extensions: Any) -> PersistedState:
-    return PersistedState(revision, {k.replace("_", "."): v for k, v in extensions.items()})
+    return PersistedState(revision=revision, extensions={k.replace("_", "."): v for k, v in extensions.items()})
 
 
 def test_export_restore_round_trip() -> None:
@@ -289,7 +289,7 @@ def test_non_persistent_keys_are_never_exported() -> None:
 
 
 def test_empty_state_exports_empty_extensions() -> None:
-    assert store_with(COUNTER).export_persisted() == PersistedState(0, {})
+    assert store_with(COUNTER).export_persisted() == PersistedState(revision=0, extensions={})
 
 
 def test_export_reports_encode_errors_with_the_key() -> None:

@@ -96,7 +96,9 @@ async def test_a_raised_tool_error_ends_the_run_failed_after_that_one_model_call
     if executor == "sequential":  # the calls after it do not run
         assert done["c2"].result.message == INTERRUPTED and ok.calls == []
     finish = rec.events[-1]
-    assert isinstance(finish, RunFinish) and finish.result == RunResult("", "failed", reason)
+    assert isinstance(finish, RunFinish) and finish.result == RunResult(
+        response="", status="failed", status_reason=reason
+    )
     record = await runtime.store.load_run(result.run_id)
     assert record is not None and (record.display_status, record.status_reason) == ("failed", reason)
     assert record.error == reason
@@ -249,9 +251,9 @@ async def test_a_gate_suspension_does_not_stop_later_calls() -> None:
 
 def decisions(tool: str) -> dict[str, GateDecision]:
     return {
-        "block": Block("not allowed"),
-        "suspend": SuspendDecision(permission_ticket("c1", tool, {})),
-        "set": SetResult(ToolResult.success(tool, "canned")),
+        "block": Block(reason="not allowed"),
+        "suspend": SuspendDecision(ticket=permission_ticket("c1", tool, {})),
+        "set": SetResult(result=ToolResult.success(tool, "canned")),
     }
 
 
@@ -306,7 +308,7 @@ async def test_set_result_still_runs_after_tool_execute_hooks() -> None:
     runtime = make_runtime(
         [turn("", call("target", id="c1")), turn("done")],
         tools=[FnTool("target")],
-        plugins=[FixedGate("gate", "target", SetResult(ToolResult.success("target", "canned"))), Observer()],
+        plugins=[FixedGate("gate", "target", SetResult(result=ToolResult.success("target", "canned"))), Observer()],
     )
 
     await runtime.run_to_completion("go")
@@ -319,7 +321,7 @@ async def test_block_fails_the_call_interrupts_the_rest_and_ends_the_run_blocked
     runtime = make_runtime(
         [turn("", call("echo", id="c1"), call("danger", id="c2"), call("echo", id="c3")), turn("never")],
         tools=[echo, danger],
-        plugins=[FixedGate("gate", "danger", Block("danger is off limits"))],
+        plugins=[FixedGate("gate", "danger", Block(reason="danger is off limits"))],
     )
     rec = Recorder()
 
@@ -350,7 +352,7 @@ async def test_an_intercepted_call_is_regated_after_the_allowed_calls_before_it_
 
         async def gate(self, ctx: PhaseContext) -> GateDecision | None:
             if ctx.tool_name == "target" and ctx.state(COUNTER) == 0:
-                return SuspendDecision(permission_ticket(ctx.tool_call_id or "", "target", {}))
+                return SuspendDecision(ticket=permission_ticket(ctx.tool_call_id or "", "target", {}))
             return None
 
     target = FnTool("target")

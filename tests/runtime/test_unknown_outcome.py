@@ -22,7 +22,11 @@ pytestmark = pytest.mark.anyio
 async def test_a_new_prompt_asks_about_an_unknown_call_and_only_an_explicit_choice_settles_it(tmp_path: Path) -> None:
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         # a process died running c9 (an allowed write): its start is in the ledger, its end never reached the store
-        await store.mailbox.effect_started(EffectRecord("t1", "c9", "r-dead", "write", {"line": "x"}, started_at=1))
+        await store.mailbox.effect_started(
+            EffectRecord(
+                thread_id="t1", call_id="c9", run_id="r-dead", tool_name="write", arguments={"line": "x"}, started_at=1
+            )
+        )
         write = FnTool("write")
         script = [turn("(the dead attempt)"), turn("Answered after the write was settled.")]
         runtime = make_runtime(script, tools=[write], store=store)
@@ -47,7 +51,11 @@ async def test_a_new_prompt_asks_about_an_unknown_call_and_only_an_explicit_choi
 
 async def test_the_person_may_run_an_unknown_call_again(tmp_path: Path) -> None:
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
-        await store.mailbox.effect_started(EffectRecord("t1", "c9", "r-dead", "write", {"line": "x"}, started_at=1))
+        await store.mailbox.effect_started(
+            EffectRecord(
+                thread_id="t1", call_id="c9", run_id="r-dead", tool_name="write", arguments={"line": "x"}, started_at=1
+            )
+        )
         write = FnTool("write")
         runtime = make_runtime([turn("(the dead attempt)"), turn("Done again.")], tools=[write], store=store)
         asked = await runtime.run(RunActivation(messages=[], thread_id="t1"))

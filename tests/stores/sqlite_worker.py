@@ -27,10 +27,17 @@ from awaken_stdio.stores import open_store
 
 def checkpoint_of(thread_id: str, i: int, count: int, k: int, run_id: str) -> Checkpoint:
     messages = [
-        Message("user", (TextBlock(f"{thread_id} {i}.{j}"),), metadata={"cp": i, "j": j, "k": k}) for j in range(k)
+        Message(role="user", content=(TextBlock(text=f"{thread_id} {i}.{j}"),), metadata={"cp": i, "j": j, "k": k})
+        for j in range(k)
     ]
-    run = RunRecord(run_id, thread_id, "worker", status="running", steps=i)
-    return Checkpoint(thread_id, count, messages, run, PersistedState(i, {"cp": i}))
+    run = RunRecord(run_id=run_id, thread_id=thread_id, agent_id="worker", status="running", steps=i)
+    return Checkpoint(
+        thread_id=thread_id,
+        expected_message_count=count,
+        messages=messages,
+        run=run,
+        thread_state=PersistedState(revision=i, extensions={"cp": i}),
+    )
 
 
 async def next_position(store: Store, thread_id: str) -> tuple[int, int]:
@@ -61,7 +68,15 @@ async def concurrent(db: str, name: str, n: int) -> None:
         thread_id = f"thread-{name}"
         for i in range(1, n + 1):
             await store.checkpoint(checkpoint_of(thread_id, i, 2 * (i - 1), 2, f"run-{name}"))
-            await store.add_grant(PermissionGrant(f"grant-{name}-{i}", "/shared", "run_command", "allow", f"cmd{i}"))
+            await store.add_grant(
+                PermissionGrant(
+                    grant_id=f"grant-{name}-{i}",
+                    workspace="/shared",
+                    tool="run_command",
+                    behavior="allow",
+                    pattern=f"cmd{i}",
+                )
+            )
             if i % 4 == 0:
                 await append_shared(store, name, i)
         print("wrote", started, time.time(), flush=True)

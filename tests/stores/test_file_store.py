@@ -17,7 +17,12 @@ pytestmark = pytest.mark.anyio
 
 
 def checkpoint(expected: int, *texts: str) -> Checkpoint:
-    return Checkpoint("t1", expected, [Message.user(t) for t in texts], RunRecord("r1", "t1", "a"))
+    return Checkpoint(
+        thread_id="t1",
+        expected_message_count=expected,
+        messages=[Message.user(t) for t in texts],
+        run=RunRecord(run_id="r1", thread_id="t1", agent_id="a"),
+    )
 
 
 async def test_a_directory_of_other_files_is_refused(tmp_path: Path) -> None:

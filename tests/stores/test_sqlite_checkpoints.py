@@ -26,7 +26,7 @@ def wal_restarts(wal: Path) -> int:
 async def burst(store: SqliteStore) -> asyncio.Task[None] | None:
     """Write until a write starts a background checkpoint (seen at once: it is made as the write returns)."""
     for i in range(CHECKPOINT_EVERY):
-        await store.save_thread(ThreadRecord(f"t{i}", title="x" * 200))
+        await store.save_thread(ThreadRecord(thread_id=f"t{i}", title="x" * 200))
         if store._checkpointing is not None:
             return store._checkpointing
     return None
@@ -40,7 +40,7 @@ async def test_a_burst_of_writes_is_checkpointed_behind_the_writer_and_the_wal_r
         running = await burst(store)
         assert running is not None  # started by the writes, on its own connection
         await running
-        await store.save_thread(ThreadRecord("after"))  # finds the WAL copied back: starts it again
+        await store.save_thread(ThreadRecord(thread_id="after"))  # finds the WAL copied back: starts it again
         assert wal_restarts(wal) == before + 1
         rows = await store._writer.call(lambda conn: conn.execute("PRAGMA wal_autocheckpoint").fetchall())
         assert rows == [(2 * sqlite.WAL_BACKSTOP_PAGES,)]  # the writer's own: a backstop only
@@ -65,8 +65,8 @@ async def test_a_wal_past_the_backstop_is_truncated(tmp_path: Path, monkeypatch:
         assert running is not None
         await running
         assert wal.stat().st_size == 0  # truncated, not just copied back
-        await store.save_thread(ThreadRecord("after"))
-        await store.save_thread(ThreadRecord("later"))
+        await store.save_thread(ThreadRecord(thread_id="after"))
+        await store.save_thread(ThreadRecord(thread_id="later"))
         assert {t.thread_id for t in (await store.list_threads(limit=500)).items} >= {"after", "later", "t0"}
 
 
@@ -81,7 +81,7 @@ async def test_short_lived_writers_beside_a_long_lived_one_keep_the_wal_bounded(
         for p in range(30):
             async with open_store(url) as short:
                 for i in range(20):
-                    await short.save_thread(ThreadRecord(f"p{p}-{i}", title="x" * 3000))
+                    await short.save_thread(ThreadRecord(thread_id=f"p{p}-{i}", title="x" * 3000))
         pages = (tmp_path / "a.db-wal").stat().st_size // 4120
         assert pages <= 4 * sqlite.WAL_BACKSTOP_PAGES, pages  # 600 writes of a page or more without it
 
@@ -105,13 +105,13 @@ async def test_an_idle_store_copies_its_wal_back_so_closing_it_has_nothing_to_co
 
         monkeypatch.setattr(store, "_checkpoint", counted)
         for i in range(3):
-            await store.save_thread(ThreadRecord(f"t{i}"))
+            await store.save_thread(ThreadRecord(thread_id=f"t{i}"))
         assert ran == []  # not while it writes
         await asyncio.sleep(0.3)
         assert ran == [store._writes]
         await asyncio.sleep(0.1)
         assert len(ran) == 1  # nothing written since: no second one
         assert (tmp_path / "a.db-wal").stat().st_size == 0  # all in the database, the WAL truncated
-        await store.save_thread(ThreadRecord("after"))  # and the store writes on as ever
+        await store.save_thread(ThreadRecord(thread_id="after"))  # and the store writes on as ever
     async with open_store(f"sqlite://{tmp_path}/a.db") as store:
         assert len((await store.list_threads()).items) == 4

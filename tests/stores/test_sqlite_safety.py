@@ -62,7 +62,14 @@ async def make_database(path: Path) -> None:
     async with open_store(f"sqlite://{path}") as store:
         for t in range(10):
             messages = [Message.user(f"message {i} " + "x" * 200) for i in range(100)]
-            await store.checkpoint(Checkpoint(f"t{t}", 0, messages, RunRecord(f"r{t}", f"t{t}", "a")))
+            await store.checkpoint(
+                Checkpoint(
+                    thread_id=f"t{t}",
+                    expected_message_count=0,
+                    messages=messages,
+                    run=RunRecord(run_id=f"r{t}", thread_id=f"t{t}", agent_id="a"),
+                )
+            )
 
 
 def damage(path: Path) -> None:

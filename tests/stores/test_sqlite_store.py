@@ -21,7 +21,10 @@ pytestmark = pytest.mark.anyio
 
 def checkpoint(thread_id: str, expected: int, n: int = 1) -> Checkpoint:
     return Checkpoint(
-        thread_id, expected, [Message.user(str(i)) for i in range(n)], RunRecord(f"r-{thread_id}", thread_id, "a")
+        thread_id=thread_id,
+        expected_message_count=expected,
+        messages=[Message.user(str(i)) for i in range(n)],
+        run=RunRecord(run_id=f"r-{thread_id}", thread_id=thread_id, agent_id="a"),
     )
 
 

@@ -28,7 +28,10 @@ pytestmark = pytest.mark.anyio
 
 def checkpoint(thread_id: str, expected: int = 0) -> Checkpoint:
     return Checkpoint(
-        thread_id, expected, [Message.user(f"in {thread_id}")], RunRecord(f"r-{thread_id}", thread_id, "a")
+        thread_id=thread_id,
+        expected_message_count=expected,
+        messages=[Message.user(f"in {thread_id}")],
+        run=RunRecord(run_id=f"r-{thread_id}", thread_id=thread_id, agent_id="a"),
     )
 
 
@@ -144,10 +147,10 @@ async def test_a_group_whose_commit_fails_is_run_again_one_by_one(tmp_path: Path
         lock = ForeignLock(tmp_path / "a.db")
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(store.save_thread, ThreadRecord("first"))  # waits for the lock; the rest queue
+                tg.start_soon(store.save_thread, ThreadRecord(thread_id="first"))  # waits for the lock; the rest queue
                 await anyio.sleep(0.1)
                 for i in range(5):
-                    tg.start_soon(store.save_thread, ThreadRecord(f"t{i}"))
+                    tg.start_soon(store.save_thread, ThreadRecord(thread_id=f"t{i}"))
                 tg.start_soon(faulty)
                 await anyio.sleep(0.2)
                 lock.release()
@@ -163,9 +166,11 @@ async def test_a_cancelled_write_is_withdrawn_if_not_started_and_waited_for_if_s
         lock = ForeignLock(tmp_path / "a.db")
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(store.save_thread, ThreadRecord("started"))  # taken: waits for the lock on the thread
+                tg.start_soon(
+                    store.save_thread, ThreadRecord(thread_id="started")
+                )  # taken: waits for the lock on the thread
                 await anyio.sleep(0.1)
-                tg.start_soon(store.save_thread, ThreadRecord("queued"))
+                tg.start_soon(store.save_thread, ThreadRecord(thread_id="queued"))
                 await anyio.sleep(0.1)
                 threading.Timer(0.3, lock.release).start()
                 tg.cancel_scope.cancel()  # both callers: the queued write never runs, the started one completes

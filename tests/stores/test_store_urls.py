@@ -18,19 +18,25 @@ pytestmark = pytest.mark.anyio
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
-        ("memory://", StoreURL("memory", "memory://")),
-        ("memory:", StoreURL("memory", "memory://")),
-        ("  MEMORY://  ", StoreURL("memory", "memory://")),
-        ("file:///var/lib/awaken", StoreURL("file", "file:///var/lib/awaken", "/var/lib/awaken")),
-        ("file://localhost/var/lib/awaken/", StoreURL("file", "file:///var/lib/awaken", "/var/lib/awaken")),
-        ("sqlite:///abs/path.db", StoreURL("sqlite", "sqlite:///abs/path.db", "/abs/path.db")),
-        ("sqlite:////abs/path.db", StoreURL("sqlite", "sqlite:///abs/path.db", "/abs/path.db")),
-        ("sqlite:///abs/with%20space.db", StoreURL("sqlite", "sqlite:///abs/with space.db", "/abs/with space.db")),
+        ("memory://", StoreURL(backend="memory", url="memory://")),
+        ("memory:", StoreURL(backend="memory", url="memory://")),
+        ("  MEMORY://  ", StoreURL(backend="memory", url="memory://")),
+        ("file:///var/lib/awaken", StoreURL(backend="file", url="file:///var/lib/awaken", path="/var/lib/awaken")),
+        (
+            "file://localhost/var/lib/awaken/",
+            StoreURL(backend="file", url="file:///var/lib/awaken", path="/var/lib/awaken"),
+        ),
+        ("sqlite:///abs/path.db", StoreURL(backend="sqlite", url="sqlite:///abs/path.db", path="/abs/path.db")),
+        ("sqlite:////abs/path.db", StoreURL(backend="sqlite", url="sqlite:///abs/path.db", path="/abs/path.db")),
+        (
+            "sqlite:///abs/with%20space.db",
+            StoreURL(backend="sqlite", url="sqlite:///abs/with space.db", path="/abs/with space.db"),
+        ),
         (
             "postgresql://u:pw@db.example:5432/awaken",
-            StoreURL("postgresql", "postgresql://u:pw@db.example:5432/awaken"),
+            StoreURL(backend="postgresql", url="postgresql://u:pw@db.example:5432/awaken"),
         ),
-        ("postgres://localhost/awaken", StoreURL("postgresql", "postgres://localhost/awaken")),
+        ("postgres://localhost/awaken", StoreURL(backend="postgresql", url="postgres://localhost/awaken")),
     ],
 )
 def test_parse_store_url(url: str, expected: StoreURL) -> None:

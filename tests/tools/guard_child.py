@@ -35,7 +35,7 @@ async def main(mode: str, arg: str, *server_args: str) -> None:
         say("DONE\n")
         await wait_for_stdin_eof()
         return
-    spec = McpServerSpec("srv", "stdio", command=sys.executable, args=(arg, *server_args))
+    spec = McpServerSpec(name="srv", transport="stdio", command=sys.executable, args=(arg, *server_args))
     async with open_mcp_toolsets([spec]) as toolsets:
         assert toolsets.status("srv").state == "ready", toolsets.status("srv")
         say("READY\n")

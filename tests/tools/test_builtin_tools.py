@@ -42,7 +42,7 @@ def make_ctx(tool: Tool, root: Path, **env: Any) -> ToolCallContext:
         thread_id="t",
         run_id="r",
         agent_id="a",
-        snapshot=Snapshot(0),
+        snapshot=Snapshot(revision=0),
         env=RunEnvironment(cwd=str(root), **env),
     )
 
@@ -435,14 +435,14 @@ class FakeFileSystem(LocalFileSystem):
             raise ToolError(f"{path} does not exist", "not_found")
         lines = self.buffers[path].splitlines(keepends=True)
         start = (line or 1) - 1
-        return TextWindow("".join(lines[start : None if limit is None else start + limit]), len(lines))
+        return TextWindow(text="".join(lines[start : None if limit is None else start + limit]), total_lines=len(lines))
 
     async def write_text(self, path: Path, content: str) -> None:
         self.writes.append((path, content))
         self.buffers[path] = content
 
     async def list_directory(self, path: Path) -> list[DirEntry]:
-        return [DirEntry("only-in-editor.txt", "file", 1)]
+        return [DirEntry(name="only-in-editor.txt", kind="file", size=1)]
 
 
 async def test_file_tools_use_the_file_system_of_the_environment(root: Path) -> None:

@@ -32,7 +32,7 @@ async def approved(tool: Tool, args: dict[str, Any], root: Path) -> ToolCallCont
         thread_id="t",
         run_id="r",
         agent_id="a",
-        snapshot=Snapshot(0),
+        snapshot=Snapshot(revision=0),
         env=RunEnvironment(cwd=str(root)),
     )
     preview = await tool.preview(tool.validate_args(args), ctx)

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.anyio
 
 def make_ctx(**kw: Any) -> ToolCallContext:
     return ToolCallContext(
-        call_id="c1", tool_name="t", thread_id="th", run_id="r", agent_id="a", snapshot=Snapshot(0), **kw
+        call_id="c1", tool_name="t", thread_id="th", run_id="r", agent_id="a", snapshot=Snapshot(revision=0), **kw
     )
 
 
@@ -475,7 +475,7 @@ async def test_return_values_become_json(value: Any, expected: Any) -> None:
 
 async def test_results_and_outputs_pass_through() -> None:
     result = ToolResult.error("f", "declined")
-    output = ToolOutput(ToolResult.success("f", 1))
+    output = ToolOutput(result=ToolResult.success("f", 1))
 
     @tool
     def f(which: Literal["result", "output"]) -> ToolResult | ToolOutput:
@@ -538,7 +538,7 @@ async def test_sync_tool_reaches_the_loop_for_progress() -> None:
         return "done"
 
     assert await chatty.execute({}, make_ctx(emit=emit)) == "done"
-    assert events == [ToolCallStreamDelta("c1", "half way")]
+    assert events == [ToolCallStreamDelta(id="c1", delta="half way")]
 
 
 def test_decorated_function_stays_callable_and_is_a_tool() -> None:

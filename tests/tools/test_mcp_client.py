@@ -41,7 +41,9 @@ FAST_RESTART = RestartPolicy(initial_s=0.05, max_s=0.2, max_failures=2)
 
 
 def stdio(name: str, *mode: str, **kw: Any) -> McpServerSpec:
-    return McpServerSpec(name, "stdio", command=sys.executable, args=(str(SERVER), *mode), **{"timeout_s": 15, **kw})
+    return McpServerSpec(
+        name=name, transport="stdio", command=sys.executable, args=(str(SERVER), *mode), **{"timeout_s": 15, **kw}
+    )
 
 
 class Calls:
@@ -58,7 +60,7 @@ class Calls:
             thread_id="thread",
             run_id="run",
             agent_id="agent",
-            snapshot=Snapshot(0),
+            snapshot=Snapshot(revision=0),
             emit=self._emit,
         )
 
@@ -211,7 +213,9 @@ async def test_listing_calls_and_environment(logs: LogWatch, monkeypatch: pytest
             assert {"srv__echo", "srv__weird_name_", "srv__nested"} <= set(tools)
             assert all(len(name) <= 64 for name in tools)
             assert any(name.startswith("srv__xxx") and len(name) == 64 for name in tools)
-            assert toolsets.status("srv") == McpServerStatus("srv", "stdio", "ready", tools=tuple(sorted(tools)))
+            assert toolsets.status("srv") == McpServerStatus(
+                name="srv", transport="stdio", state="ready", tools=tuple(sorted(tools))
+            )
 
             echo, delete = tools["srv__echo"].descriptor, tools["srv__delete_item"].descriptor
             assert (echo.read_only, echo.destructive, echo.title, echo.kind) == (True, False, "Echo", "other")
@@ -372,7 +376,11 @@ async def serve_http(
 
 
 async def test_a_failing_server_is_reported_and_the_others_work() -> None:
-    specs = [stdio("ok"), stdio("broken", "--fail-start"), McpServerSpec("missing", "stdio", command="/no/such/srv")]
+    specs = [
+        stdio("ok"),
+        stdio("broken", "--fail-start"),
+        McpServerSpec(name="missing", transport="stdio", command="/no/such/srv"),
+    ]
     with anyio.fail_after(20):
         async with open_mcp_toolsets(specs, restart=RestartPolicy(initial_s=60, max_s=60)) as toolsets:
             assert [s.state for s in toolsets.statuses()] == ["ready", "failed", "failed"]
@@ -402,9 +410,12 @@ async def test_backoff_is_bounded() -> None:
                 await changes.wait("broken", "failed", after=len(changes.seen))
             # The first try and two restarts, then it gives up and says so.
             assert ts.status("broken") == McpServerStatus(
-                "broken", "stdio", "failed", "it exited with code 2 (stderr: cannot start: missing configuration)",
+                name="broken",
+                transport="stdio",
+                state="failed",
+                error="it exited with code 2 (stderr: cannot start: missing configuration)",
                 restarts=2,
-            )  # fmt: skip
+            )
 
 
 async def test_a_crashed_server_is_withdrawn_and_restarted() -> None:
@@ -479,7 +490,9 @@ def test_server_stderr_never_reaches_stdout() -> None:
         from awaken_stdio.tools.mcp import McpServerSpec, open_mcp_toolsets
 
         async def main():
-            spec = McpServerSpec("noisy", "stdio", command=sys.executable, args=({str(SERVER)!r}, "--noisy"))
+            spec = McpServerSpec(
+                name="noisy", transport="stdio", command=sys.executable, args=({str(SERVER)!r}, "--noisy")
+            )
             async with open_mcp_toolsets([spec]) as toolsets:
                 assert toolsets.status("noisy").state == "ready", toolsets.statuses()
 

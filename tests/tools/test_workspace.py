@@ -259,7 +259,7 @@ async def test_a_signal_death_is_reported(root: Path) -> None:
 
 def make_ctx(env: RunEnvironment) -> ToolCallContext:
     return ToolCallContext(
-        call_id="c", tool_name="t", thread_id="t", run_id="r", agent_id="a", snapshot=Snapshot(0), env=env
+        call_id="c", tool_name="t", thread_id="t", run_id="r", agent_id="a", snapshot=Snapshot(revision=0), env=env
     )
 
 
@@ -279,7 +279,9 @@ async def test_the_file_system_and_runner_of_the_environment_are_used(root: Path
 
 
 async def test_no_cwd_means_the_process_directory() -> None:
-    ctx = ToolCallContext(call_id="c", tool_name="t", thread_id="t", run_id="r", agent_id="a", snapshot=Snapshot(0))
+    ctx = ToolCallContext(
+        call_id="c", tool_name="t", thread_id="t", run_id="r", agent_id="a", snapshot=Snapshot(revision=0)
+    )
     assert (await get_workspace(ctx)).root == Path(os.getcwd()).resolve()
 
 

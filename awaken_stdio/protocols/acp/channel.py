@@ -62,7 +62,7 @@ class AcpChannel:
             if action not in ("accept", "decline", "cancel"):
                 raise ToolFailure(f"the editor answered the question with an unknown action {action!r}")
             content = answer.get("content")
-            return Elicited(action, content if isinstance(content, dict) else None)
+            return Elicited(action=action, content=content if isinstance(content, dict) else None)
         choice = choices(schema)
         if choice is None:
             raise ToolFailure(
@@ -79,13 +79,13 @@ class AcpChannel:
         )
         outcome = answer.get("outcome")
         if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
-            return Elicited("cancel")
+            return Elicited(action="cancel")
         picked = outcome.get("optionId")
         if picked == _DECLINE:
-            return Elicited("decline")
+            return Elicited(action="decline")
         for i, (_, value) in enumerate(options):
             if picked == f"choice{i}":
-                return Elicited("accept", {name: value})
+                return Elicited(action="accept", content={name: value})
         raise ToolFailure(f"the editor answered the question with an unknown option {picked!r}")
 
     async def sample(self, params: dict[str, Any]) -> Sampled:

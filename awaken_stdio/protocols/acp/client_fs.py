@@ -62,7 +62,7 @@ class AcpFileSystem(LocalFileSystem):
         lines = text.splitlines(keepends=True)
         start = (line or 1) - 1
         end = None if limit is None else start + limit
-        return TextWindow("".join(lines[start:end]), len(lines))
+        return TextWindow(text="".join(lines[start:end]), total_lines=len(lines))
 
     async def write_text(self, path: Path, content: str) -> None:
         if not self._write:

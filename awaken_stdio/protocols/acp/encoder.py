@@ -272,7 +272,9 @@ class TurnEncoder:
             "sessionUpdate": "tool_call_update",
             "toolCallId": call_id,
             "status": "failed" if failed else "completed",
-            **_result_fields(result.data, result.metadata, result.text_for_model(), failed, result.content),
+            **_result_fields(
+                result.data, result.metadata, text=result.text_for_model(), failed=failed, blocks=result.content
+            ),
         }
         updates = [update]
         if result.tool_name == _PLAN_TOOL and not failed and isinstance(result.data, dict):

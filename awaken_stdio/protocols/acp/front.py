@@ -118,7 +118,9 @@ class AcpFront:
         from awaken_stdio.protocols.acp.server import AcpServer
 
         async with anyio.create_task_group() as tg:
-            self.server = AcpServer(settings, app, tg, self.peer, self.client, self.prompt_caps)
+            self.server = AcpServer(
+                settings, app, tasks=tg, peer=self.peer, client=self.client, prompt_caps=self.prompt_caps
+            )
             self._bind()
             try:
                 yield

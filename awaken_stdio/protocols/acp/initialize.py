@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 _SESSION_CAPABILITIES = ("list", "resume", "close", "delete", "additionalDirectories", "fork")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Initialized:
     """An ``initialize`` answered: the result, and what the server keeps of it."""
 
@@ -52,7 +52,10 @@ def initialize(
     if asks_v2(params):
         assert isinstance(params, dict)
         v2 = initialize_v2(params, file, validate=validate)
-        return Initialized(*v2, version=2) if v2 is not None else None
+        if v2 is None:
+            return None
+        result, client, prompt_caps = v2
+        return Initialized(result=result, client=client, prompt_caps=prompt_caps, version=2)
     client = client_capabilities(params, validate=validate)
     if client is None:
         return None
@@ -73,7 +76,7 @@ def initialize(
         "agentInfo": server_info(),
         "authMethods": auth_methods(problem, terminal=_terminal_auth(client)),
     }
-    return Initialized(result, client, prompt_caps)
+    return Initialized(result=result, client=client, prompt_caps=prompt_caps)
 
 
 def client_capabilities(params: Any, *, validate: bool = True) -> dict[str, Any] | None:

@@ -36,7 +36,7 @@ class Unanswered(Exception):
     """The editor could not put the question to its person: it answered with an error, or with no valid choice."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Question:
     """One suspended call to ask about: ``unknown`` is the note of a call asked again after a crash interrupted it."""
 
@@ -52,7 +52,13 @@ class Question:
         ``unknown``: the effect ledger says its outcome is unknown although its ticket does not say so yet (the
         process that ran it died, or was cut off, before any process asked again)."""
         note = ticket.message if ticket.outcome_unknown else _UNKNOWN_TEXT if unknown else None
-        return Question(ticket.tool_call_id, ticket.tool_name, ticket.arguments, note, preview or ticket.preview)
+        return Question(
+            call_id=ticket.tool_call_id,
+            tool_name=ticket.tool_name,
+            arguments=ticket.arguments,
+            unknown=note,
+            preview=preview or ticket.preview,
+        )
 
     def tool_call(self, descriptor: ToolDescriptor | None) -> dict[str, Any]:
         """The ``toolCall`` of the request: what approving would do, and whether it may be a second time."""

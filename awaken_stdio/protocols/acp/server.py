@@ -157,7 +157,7 @@ class AcpServer:
         old = self.sessions.pop(record.session_id, None)
         if old is not None:
             await self._shut(app, old)
-        session = Session(record, app.agent_for(record))
+        session = Session(record=record, agent_id=app.agent_for(record))
         self.sessions[record.session_id] = session
         app.session_hosts[session.id] = lambda: self.host_context(session)
         if mcp_servers:
@@ -223,9 +223,9 @@ class AcpServer:
         runtime = app.runtime
         agent_id = runtime.default_agent_id()
         record = SessionRecord(
-            new_id("sess_"),
-            new_id(),
-            p.cwd,
+            session_id=new_id("sess_"),
+            thread_id=new_id(),
+            cwd=p.cwd,
             agent_id=agent_id,
             mode="default",
             model=runtime.agents[agent_id].model,
@@ -249,9 +249,9 @@ class AcpServer:
         app = self._app_with_model()
         source = await self._stored(app, p.session_id)
         record = SessionRecord(
-            new_id("sess_"),
-            new_id(),
-            p.cwd,
+            session_id=new_id("sess_"),
+            thread_id=new_id(),
+            cwd=p.cwd,
             agent_id=source.agent_id,
             title=f"{source.title} (fork)" if source.title else None,
             mode=source.mode,

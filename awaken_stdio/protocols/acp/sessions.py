@@ -47,7 +47,7 @@ MODES: dict[str, tuple[str, str]] = {
 THOUGHTS_OPTION = "show_thoughts"
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class Ask:
     """An open question to the person about a waiting run's calls. Withdrawn (its permission requests cancelled)
     when the run moves on without it: a decision from another surface, or the run ending elsewhere."""
@@ -69,7 +69,7 @@ class Ask:
             self.scope.cancel()
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class Turn:
     """A prompt being answered: ``cancelled`` once the client cancelled it; ``scope`` covers the part before the
     run starts (re-offered approvals), which ``AgentRuntime.cancel`` cannot reach; ``tasks`` holds the questions
@@ -85,7 +85,7 @@ class Turn:
     message_id: str | None = None  # the id its prompt's message is stored with, when the client was told one
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class Session:
     record: SessionRecord
     agent_id: str  # the runtime agent its runs use (the configured agent, or its copy on another model)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -246,7 +247,9 @@ class Turns:
                 asked = ticket.suspension if ticket else None
                 unknown = (asked.message or "") if asked and asked.action == OUTCOME_UNKNOWN_ACTION else None
                 preview = asked.preview if asked else None
-                suspended.append(Question(event.id, name, args, unknown, preview))
+                suspended.append(
+                    Question(call_id=event.id, tool_name=name, arguments=args, unknown=unknown, preview=preview)
+                )
             elif type(event) is RunFinish and event.termination.type == "suspended" and suspended:
                 turn.to_ask = (event.run_id, list(suspended))
                 suspended.clear()
@@ -260,9 +263,11 @@ class Turns:
             if turn.to_ask is None:
                 return
             (run_id, calls), turn.to_ask = turn.to_ask, None
-            turn.ask = ask = Ask(run_id, [c.call_id for c in calls])
+            turn.ask = ask = Ask(run_id=run_id, call_ids=[c.call_id for c in calls])
             assert turn.tasks is not None
-            turn.tasks.start_soon(self._ask_live, app, session, turn, ask, calls, descriptors(app))
+            turn.tasks.start_soon(
+                partial(self._ask_live, app, session, turn=turn, ask=ask, calls=calls, lookup=descriptors(app))
+            )
 
         return ask_now
 
@@ -276,7 +281,7 @@ class Turns:
         """
         try:
             try:
-                decisions = await self._ask(session, turn, ask, calls, lookup)
+                decisions = await self._ask(session, turn, ask=ask, calls=calls, lookup=lookup)
             except Unanswered as exc:
                 if await app.release(ask.run_id):  # the turn's run returns, waiting; else a decision got there first
                     await self._tell_unanswered(session, ask.run_id, exc)
@@ -337,7 +342,9 @@ class Turns:
                 await self.host.notice(session.id, "warning", "A tool call's outcome is unknown",
                                        detail + "Choose whether to run it again.")  # fmt: skip
             meta = trace_meta(session.trace)
-            decision = await ask_permission(self.host.peer, session.id, question, lookup(question.tool_name), meta)
+            decision = await ask_permission(
+                self.host.peer, session.id, question=question, descriptor=lookup(question.tool_name), meta=meta
+            )
             if decision is None or turn.cancelled:
                 return None
             decisions.append((question.call_id, decision))
@@ -369,13 +376,13 @@ class Turns:
             calls = [
                 Question.of(t, await app.preview(run, t, host), unknown=t.tool_call_id in unknown) for t in tickets
             ]
-            ask = Ask(run.run_id, [t.tool_call_id for t in tickets])
+            ask = Ask(run_id=run.run_id, call_ids=[t.tool_call_id for t in tickets])
             decisions: Decisions | None = None
             unanswered: Unanswered | None = None
             async with anyio.create_task_group() as watch:
                 watch.start_soon(self._watch_waiting, app, ask)
                 try:
-                    decisions = await self._ask(session, turn, ask, calls, lookup)
+                    decisions = await self._ask(session, turn, ask=ask, calls=calls, lookup=lookup)
                 except Unanswered as exc:
                     unanswered = exc
                 watch.cancel_scope.cancel()
@@ -389,7 +396,14 @@ class Turns:
                 return True
             try:
                 sink, context = self._sink(app, session, turn), self._context(session, [])
-                await app.decide(run.run_id, decisions, sink, context, "acp", self._asker(app, session, turn))
+                await app.decide(
+                    run.run_id,
+                    decisions,
+                    sink=sink,
+                    context=context,
+                    origin="acp",
+                    on_waiting=self._asker(app, session, turn),
+                )
             except InvalidResume as exc:  # decided elsewhere between the answer and now: that decision stands
                 await self._tell_calls(session, ask.call_ids, str(exc))
                 await self.host.notice(session.id, "info", _DECIDED_TITLE, str(exc))

@@ -217,25 +217,29 @@ def prompt_to_blocks(prompt: list[dict[str, Any]], caps: PromptCapabilities) -> 
         kind = item.get("type")
         try:
             if kind == "text":
-                blocks.append(TextBlock(str(item["text"])))
+                blocks.append(TextBlock(text=str(item["text"])))
             elif kind == "resource_link":
                 blocks.append(
                     ResourceLinkBlock(
-                        item["uri"],
-                        item.get("name") or item["uri"],
-                        item.get("mimeType"),
-                        item.get("title"),
-                        item.get("description"),
-                        item.get("size"),
+                        uri=item["uri"],
+                        name=item.get("name") or item["uri"],
+                        mime_type=item.get("mimeType"),
+                        title=item.get("title"),
+                        description=item.get("description"),
+                        size=item.get("size"),
                     )
                 )
             elif kind == "image" and caps.image:
-                blocks.append(ImageBlock(item["data"], item["mimeType"], item.get("uri")))
+                blocks.append(ImageBlock(data=item["data"], mime_type=item["mimeType"], uri=item.get("uri")))
             elif kind == "audio" and caps.audio:
-                blocks.append(AudioBlock(item["data"], item["mimeType"]))
+                blocks.append(AudioBlock(data=item["data"], mime_type=item["mimeType"]))
             elif kind == "resource" and caps.embedded_context:
                 res = item["resource"]
-                blocks.append(ResourceBlock(res["uri"], res.get("text"), res.get("blob"), res.get("mimeType")))
+                blocks.append(
+                    ResourceBlock(
+                        uri=res["uri"], text=res.get("text"), blob=res.get("blob"), mime_type=res.get("mimeType")
+                    )
+                )
             else:
                 raise JsonRpcError(INVALID_PARAMS, f"prompt content of type {kind!r} is not supported")
         except (KeyError, TypeError) as exc:

@@ -38,7 +38,7 @@ class Member(Protocol):
     def push(self, message: dict[str, Any], session_id: str) -> None: ...
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class _Question:
     """A permission request and the copies of it other controllers were asked."""
 
@@ -115,7 +115,7 @@ class Hub:
         return question.origin, {**message, "id": question.origin_id}
 
     def _open(self, source: Member, session_id: str, message: dict[str, Any]) -> _Question:
-        question = _Question(source, message["id"], session_id, message)
+        question = _Question(origin=source, origin_id=message["id"], session_id=session_id, request=message)
         self._questions[(source.id, str(message["id"]))] = question
         return question
 

@@ -36,7 +36,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
     """What the door lets in: ``token`` (None: no token asked, loopback only), the host names clients may use
     besides loopback ones, the extra origins a browser page may come from, and the largest body."""
@@ -66,7 +66,7 @@ class Guard:
         if refusal is not None:
             status, message = refusal
             log.warning("refused %s %s: %s", scope.get("method", "WEBSOCKET"), scope.get("path"), message)
-            await _refuse(scope, receive, send, status, message)
+            await _refuse(scope, receive, send=send, status=status, message=message)
             return
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
@@ -94,7 +94,7 @@ class Guard:
         limit = self.policy.max_body
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            await _refuse(scope, receive, send, 413, f"the body exceeds {limit} bytes")
+            await _refuse(scope, receive, send=send, status=413, message=f"the body exceeds {limit} bytes")
             return
         seen = 0
         started = refused = False
@@ -107,7 +107,7 @@ class Guard:
                 if seen > limit and not refused:
                     refused = True
                     if not started:
-                        await _refuse(scope, receive, send, 413, f"the body exceeds {limit} bytes")
+                        await _refuse(scope, receive, send=send, status=413, message=f"the body exceeds {limit} bytes")
                     return {"type": "http.disconnect"}  # the handler sees a client gone, and does nothing
             return message
 

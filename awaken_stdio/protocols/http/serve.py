@@ -40,7 +40,7 @@ MAX_CONNECTIONS = 200  # open HTTP connections and WebSockets; more are answered
 KEEP_ALIVE_S = 30  # an idle keep-alive connection is closed after this
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Listen:
     host: str
     port: int
@@ -52,7 +52,7 @@ def parse_listen(value: str) -> Listen:
     if not sep or not port.isdigit() or int(port) > 65535:
         raise UsageError(f"--listen {value!r}: expected HOST:PORT (e.g. {DEFAULT_LISTEN})")
     host = host.strip("[]") or "127.0.0.1"
-    return Listen(host, int(port))
+    return Listen(host=host, port=int(port))
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -79,7 +79,9 @@ def serve(args: argparse.Namespace) -> int:
     hosts = list(args.allow_host or [])
     if not loopback and listen.host not in ("0.0.0.0", "::"):
         hosts.append(listen.host)
-    policy = Policy(token, allowed_hosts(hosts), frozenset(args.allow_origin or []), MAX_BODY)
+    policy = Policy(
+        token=token, hosts=allowed_hosts(hosts), origins=frozenset(args.allow_origin or []), max_body=MAX_BODY
+    )
     settings = startup.settings()
     return anyio.run(_serve, startup, settings, listen, policy, backend="asyncio")
 

@@ -185,7 +185,7 @@ class CallRunner:
         resuming = state is not None and state.get("k") in ("run", "sample")
         if entry.kind == "tool" and not resuming:
             try:
-                return await self._run_tool(entry, args, params, call, state)
+                return await self._run_tool(entry, args, params=params, call=call, state=state)
             except Refusal as refusal:
                 return error_result(str(refusal))
         outcome: dict[str, Any] = {}
@@ -205,7 +205,7 @@ class CallRunner:
                     else:
                         result = await self._resume(args, call)
                     run_id = state["run"] if state is not None and resuming else args.get("run_id")
-                    outcome = await self._settle(result, params, call, run_id, model_round)
+                    outcome = await self._settle(result, params, call=call, run_id=run_id, model_round=model_round)
                 except Refusal as refusal:
                     outcome = error_result(str(refusal))
                 tg.cancel_scope.cancel()
@@ -226,7 +226,7 @@ class CallRunner:
         channel = McpChannel(self.peer, call, tool.name, answers)
         ctx = self.app.direct_context(tool, cancel=call.cancel, channel=channel, emit=call.on_event)
         if entry.guarded and self.permission == "ask" and not talking:
-            asked = await self._permit(tool, args, params, call, state, ctx)
+            asked = await self._permit(tool, args, params=params, call=call, state=state, tool_ctx=ctx)
             if asked is not None:
                 return asked
         try:

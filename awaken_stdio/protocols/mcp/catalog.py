@@ -126,7 +126,7 @@ class InvalidCursor(ValueError):
 EntryKind = Literal["tool", "agent", "resume"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Entry:
     """One published tool: its public ``name``, what it runs (``target``: a tool name or an agent id) and how."""
 
@@ -138,7 +138,7 @@ class Entry:
     output_schema: dict[str, Any] | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Catalog:
     entries: list[Entry]  # sorted by name
     by_name: dict[str, Entry] = field(init=False)
@@ -161,7 +161,7 @@ class Catalog:
             if entry is not None:
                 entries.append(entry)
         entries.sort(key=lambda e: e.name)
-        return cls(entries)
+        return cls(entries=entries)
 
     @property
     def listings(self) -> list[dict[str, Any]]:
@@ -252,7 +252,7 @@ def _tool_entry(name: str, d: ToolDescriptor) -> Entry | None:
     output = None
     if d.output_schema is not None and d.output_schema.get("type") == "object":
         output = listing["outputSchema"] = d.output_schema
-    return Entry(name, "tool", d.name, listing, guarded=not d.read_only, output_schema=output)
+    return Entry(name=name, kind="tool", target=d.name, listing=listing, guarded=not d.read_only, output_schema=output)
 
 
 def _agent_entry(name: str, spec: AgentSpec) -> Entry:
@@ -272,7 +272,7 @@ def _agent_entry(name: str, spec: AgentSpec) -> Entry:
         "outputSchema": RUN_OUTPUT_SCHEMA,
         "annotations": {"title": title, "readOnlyHint": False, "idempotentHint": False, "openWorldHint": True},
     }
-    return Entry(name, "agent", spec.id, listing, output_schema=RUN_OUTPUT_SCHEMA)
+    return Entry(name=name, kind="agent", target=spec.id, listing=listing, output_schema=RUN_OUTPUT_SCHEMA)
 
 
 def _resume_entry(name: str) -> Entry:
@@ -288,4 +288,4 @@ def _resume_entry(name: str) -> Entry:
         "outputSchema": RUN_OUTPUT_SCHEMA,
         "annotations": {"title": title, "readOnlyHint": False, "idempotentHint": False, "openWorldHint": True},
     }
-    return Entry(name, "resume", "", listing, output_schema=RUN_OUTPUT_SCHEMA)
+    return Entry(name=name, kind="resume", target="", listing=listing, output_schema=RUN_OUTPUT_SCHEMA)

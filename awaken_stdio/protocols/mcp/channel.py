@@ -102,7 +102,7 @@ class McpChannel:
         if action not in ("accept", "decline", "cancel"):
             raise ToolFailure(f"{self.tool}: the client answered the question with an unknown action {action!r}")
         content = result.get("content")
-        return Elicited(action, content if isinstance(content, dict) else None)
+        return Elicited(action=action, content=content if isinstance(content, dict) else None)
 
     async def sample(self, params: dict[str, Any]) -> Sampled:
         capabilities = self.call.request.client_capabilities
@@ -112,7 +112,7 @@ class McpChannel:
         content = result.get("content")
         blocks = content if isinstance(content, list) else [content]
         text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-        return Sampled(text, result.get("model"), result.get("stopReason"), result)
+        return Sampled(text=text, model=result.get("model"), stop_reason=result.get("stopReason"), raw=result)
 
     async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self.call.request.era == "modern" and self.in_run:

@@ -34,7 +34,7 @@ CAPABILITIES: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Initialized:
     """An ``initialize`` answered: the result, the version it negotiated and the client's capabilities."""
 
@@ -70,4 +70,4 @@ def initialize(params: dict[str, Any], *, validate: bool = True) -> Initialized 
         "serverInfo": server_info(),
         "instructions": INSTRUCTIONS,
     }
-    return Initialized(result, negotiated, capabilities)
+    return Initialized(result=result, version=negotiated, capabilities=capabilities)

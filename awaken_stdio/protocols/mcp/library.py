@@ -94,7 +94,9 @@ class Library:
             raise JsonRpcError(INVALID_PARAMS, str(exc)) from None
 
     async def complete(self, p: CompleteParams, request: Request) -> dict[str, Any]:
-        completion = await complete(self.prompts, self.resources, p.ref, p.argument.name, p.argument.value)
+        completion = await complete(
+            self.prompts, self.resources, ref=p.ref, name=p.argument.name, value=p.argument.value
+        )
         return {"completion": completion}
 
     async def _notify_updated(self, uri: str) -> None:

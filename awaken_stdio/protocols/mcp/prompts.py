@@ -32,7 +32,7 @@ class PromptError(ValueError):
     """An unknown prompt or a missing argument (-32602, naming it)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Agent:
     spec: AgentSpec
 
@@ -49,7 +49,7 @@ class Prompts:
         for agent_id in sorted(agents):
             spec = agents[agent_id]
             if spec.expose_mcp and f"agent_{agent_id}" not in self._by_name:
-                self._by_name[f"agent_{agent_id}"] = _Agent(spec)
+                self._by_name[f"agent_{agent_id}"] = _Agent(spec=spec)
         self._base_dir = base_dir
         self._resources = resources
 

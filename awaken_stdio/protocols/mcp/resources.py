@@ -56,7 +56,7 @@ class ResourceNotFound(LookupError):
     """No resource has this URI (-32002 in the handshake era, -32602 in the 2026 one), or it cannot be read."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Template:
     """A URI template (RFC 6570 level 1, plus ``{+var}`` for paths) and what matches it."""
 
@@ -74,7 +74,7 @@ class Template:
             regex += f"(?P<{m.group(1)}>{'.+' if m.group(0).startswith('{+') else '[^/]+'})"
             last = m.end()
         pattern = re.compile(regex + re.escape(uri_template[last:]))
-        return cls(uri_template, name, description, mime_type, pattern)
+        return cls(uri_template=uri_template, name=name, description=description, mime_type=mime_type, pattern=pattern)
 
     @property
     def variables(self) -> list[str]:

@@ -323,12 +323,12 @@ class McpServer:
                 raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
             level = meta.get(LOG_LEVEL_KEY) if isinstance(meta, dict) else None
             return Request(
-                "modern",
-                version,
-                request_id,
-                capabilities,
-                meta.get("progressToken") if isinstance(meta, dict) else None,
-                level if level in LOG_LEVELS else None,
+                era="modern",
+                version=version,
+                request_id=request_id,
+                client_capabilities=capabilities,
+                progress_token=meta.get("progressToken") if isinstance(meta, dict) else None,
+                log_level=level if level in LOG_LEVELS else None,
             )
         if enveloped:
             raise JsonRpcError(
@@ -341,7 +341,14 @@ class McpServer:
         if self._version is None and method not in ("initialize", "ping"):
             raise JsonRpcError(INVALID_PARAMS, "Invalid request parameters: initialize first")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        return Request("legacy", self._version or "", request_id, self._client_capabilities, token, self._log_level)
+        return Request(
+            era="legacy",
+            version=self._version or "",
+            request_id=request_id,
+            client_capabilities=self._client_capabilities,
+            progress_token=token,
+            log_level=self._log_level,
+        )
 
     # -- handlers -----------------------------------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022  # data {supported, requested}
 HEARTBEAT_S = 10.0  # progress while an agent runs: under the 15 s some clients reset their timeouts on
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """What a handler needs to know about the request it serves, in either era."""
 

@@ -18,7 +18,7 @@ from awaken_stdio.contract.state import Snapshot
 __all__ = ["EndOfStep", "WriteBehind"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EndOfStep:
     """What a checkpoint taken at a step end holds, captured in O(1): the state is an immutable snapshot, so the
     run record and the thread state are exported from it only when a write takes it (most step ends of a fast run
@@ -32,7 +32,7 @@ class EndOfStep:
     at: int
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class WriteBehind:
     """The step checkpoints of one run on a durable store, written behind its loop by one writer task at a time.
 

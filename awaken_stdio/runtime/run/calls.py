@@ -53,24 +53,28 @@ async def commit_call(run: RunState, outcome: CallResult, *, resumed: bool = Fal
         ticket = result.suspension or default_ticket(call)
         await run.commit(outcome.command)
         message = result.message or f"Tool '{call.name}' suspended: awaiting decision"
-        await suspend_call(run, call, ticket, message, result.metadata)
+        await suspend_call(run, call, ticket=ticket, message=message, metadata=result.metadata)
         return
     status = "failed" if result.is_error else "succeeded"
     previous = run.tool_states().get(call.id)
-    state = ToolCallState(call.id, call.name, call.arguments, status, now_ms())
+    state = ToolCallState(
+        call_id=call.id, tool_name=call.name, arguments=call.arguments, status=status, updated_at=now_ms()
+    )
     if previous is not None:
         state = replace(previous, status=status, updated_at=state.updated_at)
     cmd = StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state))
     await run.commit(cmd.extend(outcome.command))
     # the final status travels with the durable message, so a replay (ACP session/load) shows failures
     metadata = {"status": "failed"} if result.is_error else None
-    text = (TextBlock(result.text_for_model()),)
-    message = Message("tool", text, tool_call_id=call.id, run_id=run.run_id, metadata=metadata)
+    text = (TextBlock(text=result.text_for_model()),)
+    message = Message(role="tool", content=text, tool_call_id=call.id, run_id=run.run_id, metadata=metadata)
     run.messages.append(message)
     if resumed:
-        await run.emit(ToolCallResumed(call.id, _resumed_payload(result), status, result))
+        await run.emit(
+            ToolCallResumed(target_id=call.id, result=_resumed_payload(result), outcome=status, tool_result=result)
+        )
     else:
-        await run.emit(ToolCallDone(call.id, message.id, result, status))
+        await run.emit(ToolCallDone(id=call.id, message_id=message.id, result=result, outcome=status))
 
 
 async def suspend_call(
@@ -78,19 +82,19 @@ async def suspend_call(
 ) -> None:
     ticket = await _with_preview(run, call, ticket)
     state = ToolCallState(
-        call.id,
-        call.name,
-        call.arguments,
-        "suspended",
-        now_ms(),
-        ticket.resume_mode,
-        ticket.suspension.id,
-        ticket.suspension.action,
-        ticket,
+        call_id=call.id,
+        tool_name=call.name,
+        arguments=call.arguments,
+        status="suspended",
+        updated_at=now_ms(),
+        resume_mode=ticket.resume_mode,
+        suspension_id=ticket.suspension.id,
+        suspension_reason=ticket.suspension.action,
+        ticket=ticket,
     )
     await run.commit(StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(state)))
     result = replace(ToolResult.suspended(call.name, ticket, message), metadata=dict(metadata or {}))
-    await run.emit(ToolCallDone(call.id, new_id(), result, "suspended"))
+    await run.emit(ToolCallDone(id=call.id, message_id=new_id(), result=result, outcome="suspended"))
 
 
 async def _with_preview(run: RunState, call: ToolCall, ticket: SuspendTicket) -> SuspendTicket:
@@ -108,21 +112,21 @@ async def _with_preview(run: RunState, call: ToolCall, ticket: SuspendTicket) ->
 def waiting_state(run: RunState) -> WaitingState:
     tickets: list[WaitingTicket] = []
     for s in run.suspended_calls():
-        t = s.ticket or default_ticket(ToolCall(s.call_id, s.tool_name, s.arguments))
+        t = s.ticket or default_ticket(ToolCall(id=s.call_id, name=s.tool_name, arguments=s.arguments))
         tickets.append(
             WaitingTicket(
-                t.suspension.id or s.call_id,
-                s.call_id,
-                s.tool_name,
-                s.arguments,
-                s.resume_mode,
-                t.suspension.action,
-                t.suspension.message,
-                s.updated_at,
-                t.suspension.preview,
+                ticket_id=t.suspension.id or s.call_id,
+                tool_call_id=s.call_id,
+                tool_name=s.tool_name,
+                arguments=s.arguments,
+                resume_mode=s.resume_mode,
+                reason=t.suspension.action,
+                message=t.suspension.message,
+                updated_at=s.updated_at,
+                preview=t.suspension.preview,
             )
         )
-    return WaitingState(waiting_reason_for("suspended"), tuple(tickets))
+    return WaitingState(reason=waiting_reason_for("suspended"), tickets=tuple(tickets))
 
 
 async def set_waiting(run: RunState) -> None:
@@ -155,9 +159,14 @@ def cancelled_calls(
 
 def default_ticket(call: ToolCall) -> SuspendTicket:
     return SuspendTicket(
-        Suspension(call.id, f"tool:{call.name}", f"Tool '{call.name}' is waiting for a decision", call.arguments),
-        PendingToolCall(call.id, call.name, call.arguments),
-        "pass_decision_to_tool",
+        suspension=Suspension(
+            id=call.id,
+            action=f"tool:{call.name}",
+            message=f"Tool '{call.name}' is waiting for a decision",
+            parameters=call.arguments,
+        ),
+        pending=PendingToolCall(id=call.id, name=call.name, arguments=call.arguments),
+        resume_mode="pass_decision_to_tool",
     )
 
 

@@ -62,7 +62,14 @@ WRITE_BEHIND_AFTER_S = 0.25
 
 
 def _end_of_step(run: RunState) -> EndOfStep:
-    return EndOfStep(len(run.messages), run.state.snapshot(), run.steps, run.usage, run.response, now_ms())
+    return EndOfStep(
+        upto=len(run.messages),
+        state=run.state.snapshot(),
+        steps=run.steps,
+        usage=run.usage,
+        response=run.response,
+        at=now_ms(),
+    )
 
 
 def _written_at(run: RunState, end: EndOfStep, *, behind: bool = False) -> tuple[RunRecord, PersistedState]:
@@ -108,7 +115,14 @@ async def checkpoint(run: RunState, *, settles: bool = False, marks: Sequence[Ef
 
         def at(count: int) -> Checkpoint:
             return Checkpoint(
-                run.thread_id, count, new, record, thread_state, settle=settle, fence=run.fence, marks=list(marks)
+                thread_id=run.thread_id,
+                expected_message_count=count,
+                messages=new,
+                run=record,
+                thread_state=thread_state,
+                settle=settle,
+                fence=run.fence,
+                marks=list(marks),
             )
 
         def after(loaded: LoadedThread | None) -> Checkpoint:  # another writer appended meanwhile: ours go after
@@ -122,7 +136,7 @@ async def checkpoint(run: RunState, *, settles: bool = False, marks: Sequence[Ef
 
 def write_behind(run: RunState) -> WriteBehind:
     """The writer of ``run``'s step checkpoints behind its loop (``AgentLoop.run``, on a durable store)."""
-    return WriteBehind(partial(_write_behind, run))
+    return WriteBehind(write=partial(_write_behind, run))
 
 
 async def checkpoint_soon(run: RunState) -> None:
@@ -148,7 +162,14 @@ async def _write_behind(run: RunState, behind: WriteBehind) -> None:
                 new = run.messages[run.written : end.upto]
                 record, thread_state = _written_at(run, end, behind=True)
                 await run.store.checkpoint(
-                    Checkpoint(run.thread_id, run.stored_count, new, record, thread_state, fence=run.fence)
+                    Checkpoint(
+                        thread_id=run.thread_id,
+                        expected_message_count=run.stored_count,
+                        messages=new,
+                        run=record,
+                        thread_state=thread_state,
+                        fence=run.fence,
+                    )
                 )
                 run.written = end.upto
                 run.stored_count += len(new)
@@ -220,12 +241,25 @@ async def cancel_stored(store: Store, run_id: str, fence: Fence | None = None) -
         settled, messages = cancelled_calls(suspended, run_id, CANCELLED_WITH_RUN)
         states.update((s.call_id, s) for s in settled)
         extensions = {**state.extensions, TOOL_CALL_STATES.key: TOOL_CALL_STATES.encode(states)}
-        new_state = PersistedState(state.revision + 1, extensions)
-        return Checkpoint(record.thread_id, loaded.thread.message_count, messages, record, new_state, fence=fence)
+        new_state = PersistedState(revision=state.revision + 1, extensions=extensions)
+        return Checkpoint(
+            thread_id=record.thread_id,
+            expected_message_count=loaded.thread.message_count,
+            messages=messages,
+            run=record,
+            thread_state=new_state,
+            fence=fence,
+        )
 
     await write_checkpoint(store, record.thread_id, cancelling, cancelling(loaded))
     return AgentRunResult(
-        run_id, record.thread_id, record.agent_id, "", record.termination, record.steps, status="cancelled"
+        run_id=run_id,
+        thread_id=record.thread_id,
+        agent_id=record.agent_id,
+        response="",
+        termination=record.termination,
+        steps=record.steps,
+        status="cancelled",
     )
 
 
@@ -234,8 +268,8 @@ async def _finish(run: RunState, termination: TerminationReason) -> None:
         text = "".join(run.partial_text)
         run.messages.append(
             Message(
-                "assistant",
-                (TextBlock(text),),
+                role="assistant",
+                content=(TextBlock(text=text),),
                 id=run.partial_id or new_id(),
                 run_id=run.run_id,
                 interrupted=True,
@@ -258,7 +292,12 @@ async def _finish(run: RunState, termination: TerminationReason) -> None:
     await run.emit_state()
     status = run.record.display_status
     await run.emit(
-        RunFinish(run.thread_id, run.run_id, termination, RunResult(run.response, status, termination.done_reason))
+        RunFinish(
+            thread_id=run.thread_id,
+            run_id=run.run_id,
+            termination=termination,
+            result=RunResult(response=run.response, status=status, status_reason=termination.done_reason),
+        )
     )
 
 
@@ -290,7 +329,7 @@ async def fail(run: RunState, error: BaseException) -> None:
         except Exception:
             log.exception("could not record the failure of run %s", run.run_id)
     try:
-        await run.emit(ErrorEvent(termination.done_reason or "error", code))
+        await run.emit(ErrorEvent(message=termination.done_reason or "error", code=code))
         make = run.ctx(Phase.RUN_END)
         for plugin in run.agent.plugins:
             await plugin.on_run_failed(make(), error)
@@ -303,14 +342,14 @@ def result(run: RunState, termination: TerminationReason) -> AgentRunResult:
     waiting = run.record.waiting
     pending = list(waiting.tickets) if termination.type == "suspended" and waiting else []
     return AgentRunResult(
-        run.run_id,
-        run.thread_id,
-        run.agent.id,
-        run.response,
-        termination,
-        run.steps,
-        run.usage,
-        "waiting" if termination.type == "suspended" else run.record.display_status,
-        pending,
-        termination.done_reason,
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        agent_id=run.agent.id,
+        response=run.response,
+        termination=termination,
+        steps=run.steps,
+        usage=run.usage,
+        status="waiting" if termination.type == "suspended" else run.record.display_status,
+        pending=pending,
+        status_reason=termination.done_reason,
     )

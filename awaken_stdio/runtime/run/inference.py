@@ -95,10 +95,10 @@ def build_request(run: RunState) -> InferenceRequest:
     if messages is run.messages:  # the request's own list: a transform or model may edit it in place
         messages = list(messages)
     request = InferenceRequest(
-        agent.model_name,
-        messages,
-        [dict(t) for t in tools],  # the cached descriptors' JSON stays the agent's
-        system_prompt(run) or None,
+        model=agent.model_name,
+        messages=messages,
+        tools=[dict(t) for t in tools],  # the cached descriptors' JSON stays the agent's
+        system=system_prompt(run) or None,
         overrides=dict(run.activation.overrides),
         sampling=run.activation.env.sampling,
     )
@@ -120,29 +120,29 @@ async def infer(run: RunState, message_id: str) -> StreamResult:
     async for chunk in run.agent.executor.stream(request):
         if type(chunk) is TextChunk:
             if (text := valid_text(chunk.text)) is not chunk.text:
-                chunk = TextChunk(text)
+                chunk = TextChunk(text=text)
             acc.add(chunk)
             run.partial_text.append(chunk.text)
             if emit:
-                await run.emit(TextDelta(chunk.text, message_id))
+                await run.emit(TextDelta(delta=chunk.text, message_id=message_id))
         elif type(chunk) is ToolCallChunk:
             if (delta := valid_text(chunk.args_delta)) is not chunk.args_delta:
                 chunk = replace(chunk, args_delta=delta)
             call_id = ids.get(chunk.index)
             if call_id is None:
                 call_id = ids[chunk.index] = chunk.id or new_id("call_")
-                chunk = ToolCallChunk(chunk.index, call_id, chunk.name, chunk.args_delta)
+                chunk = ToolCallChunk(index=chunk.index, id=call_id, name=chunk.name, args_delta=chunk.args_delta)
                 if emit:
-                    await run.emit(ToolCallStart(call_id, chunk.name or ""))
+                    await run.emit(ToolCallStart(id=call_id, name=chunk.name or ""))
             acc.add(chunk)
             if emit and chunk.args_delta:
-                await run.emit(ToolCallDelta(call_id, chunk.args_delta))
+                await run.emit(ToolCallDelta(id=call_id, args_delta=chunk.args_delta))
         elif type(chunk) is ReasoningChunk:
             if (text := valid_text(chunk.text)) is not chunk.text:
                 chunk = replace(chunk, text=text)
             acc.add(chunk)
             if emit and chunk.text:
-                await run.emit(ReasoningDelta(chunk.text, message_id))
+                await run.emit(ReasoningDelta(delta=chunk.text, message_id=message_id))
         else:
             acc.add(chunk)
     run.partial_text = []
@@ -153,15 +153,23 @@ async def infer(run: RunState, message_id: str) -> StreamResult:
         run.usage = run.usage + result.usage
     if emit:
         for call in result.tool_calls:
-            await run.emit(ToolCallReady(call.id, call.name, call.arguments))
+            await run.emit(ToolCallReady(id=call.id, name=call.name, arguments=call.arguments))
         duration = int((time.monotonic() - started) * 1000)
-        await run.emit(InferenceComplete(run.agent.model_name, result.usage, duration, result.stop_reason))
+        await run.emit(
+            InferenceComplete(
+                model=run.agent.model_name, usage=result.usage, duration_ms=duration, stop_reason=result.stop_reason
+            )
+        )
     return result
 
 
 def _valid_call(call: ToolCall) -> ToolCall:
     name, arguments = valid_text(call.name), valid_value(call.arguments)
-    return call if name is call.name and arguments is call.arguments else ToolCall(call.id, name, arguments)
+    return (
+        call
+        if name is call.name and arguments is call.arguments
+        else ToolCall(id=call.id, name=name, arguments=arguments)
+    )
 
 
 def _paired(messages: list[Message]) -> list[Message]:

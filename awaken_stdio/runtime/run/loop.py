@@ -89,7 +89,14 @@ class AgentLoop(RunState):
         return result(self, termination)
 
     async def _run(self) -> TerminationReason:
-        await self.emit(RunStart(self.thread_id, self.run_id, self.agent.id, self.activation.parent_run_id))
+        await self.emit(
+            RunStart(
+                thread_id=self.thread_id,
+                run_id=self.run_id,
+                agent_id=self.agent.id,
+                parent_run_id=self.activation.parent_run_id,
+            )
+        )
         resumed_targets = await self._prepare()
         if self.record.status == "waiting" or resumed_targets:
             await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_running()))
@@ -156,7 +163,7 @@ class AgentLoop(RunState):
             return TerminationReason.cancelled()
         await self._maybe_handoff()
         assistant_id = new_id()
-        await self.emit(StepStart(assistant_id, self.steps + 1))
+        await self.emit(StepStart(message_id=assistant_id, step=self.steps + 1))
         await self.commit(StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.clear()))
         await self.engine.run_phase(Phase.STEP_START, self.ctx(Phase.STEP_START))
         before = await self.engine.collect_commands(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
@@ -171,9 +178,9 @@ class AgentLoop(RunState):
         await self.engine.run_phase(Phase.AFTER_INFERENCE, self.ctx(Phase.AFTER_INFERENCE, response=response))
 
         message = Message(
-            "assistant",
-            (TextBlock(response.text),) if response.text else (),
-            tuple(response.tool_calls),
+            role="assistant",
+            content=(TextBlock(text=response.text),) if response.text else (),
+            tool_calls=tuple(response.tool_calls),
             thinking=tuple(response.thinking),
             id=assistant_id,
             run_id=self.run_id,
@@ -223,7 +230,7 @@ class AgentLoop(RunState):
         elif not last:
             await checkpoint_soon(self)
         await self.emit_state()
-        await self.emit(StepEnd(self.steps))
+        await self.emit(StepEnd(step=self.steps))
 
     def _stop_policy(self, response: StreamResult) -> TerminationReason | None:
         spec = self.agent.spec
@@ -260,4 +267,4 @@ class AgentLoop(RunState):
         self.record.agent_id = new_agent.id
         self.identity = self.record.identity()
         self.engine.hooks = new_agent.hooks
-        await self.commit(StateCommand(batch))
+        await self.commit(StateCommand(patch=batch))

@@ -37,18 +37,20 @@ async def recover_effects(run: RunState) -> set[str]:
         state = states.get(e.call_id)
         if e.status == "unknown_after_crash" and state is not None and state.status == "suspended":
             continue  # already offered again
-        call = calls.get(e.call_id) or ToolCall(e.call_id, e.tool_name, e.arguments)
+        call = calls.get(e.call_id) or ToolCall(id=e.call_id, name=e.tool_name, arguments=e.arguments)
         if e.call_id not in calls:  # its step was never committed: the call joins the conversation now
-            run.messages.append(Message("assistant", (), (call,), run_id=run.run_id))
+            run.messages.append(Message(role="assistant", content=(), tool_calls=(call,), run_id=run.run_id))
         message = (
             f"The earlier attempt of tool '{call.name}' was interrupted (the process stopped) and its outcome "
             "is unknown; approve to run it again"
         )
         ticket = SuspendTicket(
-            Suspension(f"perm_{call.id}", OUTCOME_UNKNOWN_ACTION, message, call.arguments),
-            PendingToolCall(f"perm_{call.id}", "permission_confirm", call.arguments),
-            "replay_tool_call",
+            suspension=Suspension(
+                id=f"perm_{call.id}", action=OUTCOME_UNKNOWN_ACTION, message=message, parameters=call.arguments
+            ),
+            pending=PendingToolCall(id=f"perm_{call.id}", name="permission_confirm", arguments=call.arguments),
+            resume_mode="replay_tool_call",
         )
-        await suspend_call(run, call, ticket, message, {"unknown_after_crash": True})
+        await suspend_call(run, call, ticket=ticket, message=message, metadata={"unknown_after_crash": True})
         run.reasked = True
     return {e.decision_id for e in effects if e.decision_id}

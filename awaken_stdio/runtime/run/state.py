@@ -116,7 +116,7 @@ class RunState:
         self.open_effects = open_effects or []  # the ledger's open entries, read with the thread (``recover_effects``)
         self.behind: WriteBehind | None = None  # step checkpoints behind the loop (``AgentLoop.run``, durable stores)
         self.state = StateStore()
-        self.engine = PhaseEngine(self.state)
+        self.engine = PhaseEngine(store=self.state)
         self.profile: ProfileAccess | None = None
         self.identity = record.identity()
         self._install(agent)
@@ -146,7 +146,7 @@ class RunState:
 
     async def emit_state(self) -> None:
         if self.sink is not None:
-            await self.emit(StateSnapshot(self.state.export_persisted()))
+            await self.emit(StateSnapshot(snapshot=self.state.export_persisted()))
 
     def ctx(self, phase: Phase, **fields: Any) -> Callable[[], PhaseContext]:
         def make() -> PhaseContext:

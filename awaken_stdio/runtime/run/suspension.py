@@ -75,7 +75,9 @@ async def apply_decisions(run: RunState, decisions: Decisions) -> list[str]:
         cmd.update(TOOL_CALL_STATES, ToolCallStatesUpdate.put(new))
         targets.append(state.call_id)
         make = run.tool_ctx(
-            Phase.TOOL_GATE, ToolCall(state.call_id, state.tool_name, state.arguments), resume_input=decision
+            Phase.TOOL_GATE,
+            ToolCall(id=state.call_id, name=state.tool_name, arguments=state.arguments),
+            resume_input=decision,
         )
         for plugin in run.agent.plugins:
             await plugin.on_decision(make(), decision)
@@ -94,14 +96,26 @@ async def suspend_and_wait(run: RunState) -> TerminationReason | None:
             await checkpoint(run, settles=True)
             await run.emit_state()
         await run.emit(
-            RunFinish(run.thread_id, run.run_id, TerminationReason.suspended(), RunResult(run.response, "waiting"))
+            RunFinish(
+                thread_id=run.thread_id,
+                run_id=run.run_id,
+                termination=TerminationReason.suspended(),
+                result=RunResult(response=run.response, status="waiting"),
+            )
         )
         if run.decisions is None or not run.activation.wait_for_decisions:
             return TerminationReason.suspended()
         targets = await _receive_decisions(run, run.decisions)
         await run.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_running()))
         run.record.waiting = None
-        await run.emit(RunStart(run.thread_id, run.run_id, run.agent.id, run.activation.parent_run_id))
+        await run.emit(
+            RunStart(
+                thread_id=run.thread_id,
+                run_id=run.run_id,
+                agent_id=run.agent.id,
+                parent_run_id=run.activation.parent_run_id,
+            )
+        )
         blocked = await replay(run, targets)
         if blocked is not None:
             raise StopRun(blocked)
@@ -136,14 +150,18 @@ async def replay(run: RunState, targets: list[str]) -> TerminationReason | None:
         # failed, as it is reported now: the status travels with the message, so a replay (ACP session/load) agrees
         message = replace(Message.tool(call_id, text), run_id=run.run_id, metadata={"status": "failed"})
         run.messages.append(message)
-        await run.emit(ToolCallResumed(call_id, decision.result, "failed"))
+        await run.emit(ToolCallResumed(target_id=call_id, result=decision.result, outcome="failed"))
     for call_id in targets:
         state = run.tool_states()[call_id]
         if state.status != "resuming":
             continue
-        call = ToolCall(call_id, state.tool_name, state.arguments if isinstance(state.arguments, dict) else {})
+        call = ToolCall(
+            id=call_id, name=state.tool_name, arguments=state.arguments if isinstance(state.arguments, dict) else {}
+        )
         if state.resume_input is not None and state.resume_input.unknown == "done":
-            await commit_call(run, CallResult(call, ToolResult.success(call.name, RECORDED_DONE)), resumed=True)
+            await commit_call(
+                run, CallResult(call=call, result=ToolResult.success(call.name, RECORDED_DONE)), resumed=True
+            )
             continue
         tool = run.tool(call.name)
         if tool is None:
@@ -157,7 +175,9 @@ async def replay(run: RunState, targets: list[str]) -> TerminationReason | None:
             await suspend_call(run, call, decision.ticket, AWAITING_APPROVAL.format(call.name))
             continue
         if isinstance(decision, SetResult):
-            outcome = await after_tool(run, call, tool, decision.result, StateCommand(), state.resume_input)
+            outcome = await after_tool(
+                run, call, tool=tool, result=decision.result, command=StateCommand(), resume=state.resume_input
+            )
         elif (again := await changed_since_shown(run, call, tool, state)) is not None:
             await suspend_call(run, call, again, again.suspension.message)  # never blind: the new diff is asked
             continue

@@ -109,7 +109,9 @@ async def run_tools(run: RunState, calls: tuple[ToolCall, ...] | list[ToolCall])
         elif isinstance(decision, Suspend):
             await suspend_call(run, call, decision.ticket, AWAITING_APPROVAL.format(call.name))
         else:
-            await commit_call(run, await after_tool(run, call, tool, decision.result, StateCommand()))
+            await commit_call(
+                run, await after_tool(run, call, tool=tool, result=decision.result, command=StateCommand())
+            )
     await flush()
     return _fatal_end(run)
 
@@ -120,7 +122,7 @@ def _fatal_end(run: RunState) -> TerminationReason | None:
 
 async def interrupt(run: RunState, calls: tuple[ToolCall, ...] | list[ToolCall]) -> None:
     for call in calls:
-        await commit_call(run, CallResult(call, ToolResult.error(call.name, INTERRUPTED)))
+        await commit_call(run, CallResult(call=call, result=ToolResult.error(call.name, INTERRUPTED)))
 
 
 async def invoke(
@@ -150,12 +152,12 @@ async def invoke(
         raise
     if started and done.result.is_pending:  # no result reaches the conversation: the mark settles the call
         await _effect_finished(run, call, done.result)
-    outcome = await after_tool(run, call, tool, done.result, done.command, resume)
+    outcome = await after_tool(run, call, tool=tool, result=done.result, command=done.command, resume=resume)
     outcome.fatal = done.fatal
     return outcome
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Executed:
     """What one call of a tool came to: its result, the state command it returned, and ``fatal``, the reason to end
     the run when the tool's own work raised a ``ToolError`` (wrong arguments stay the model's to fix)."""
@@ -192,10 +194,12 @@ async def execute_tool(
     except Exception as exc:
         log.debug("tool %s failed", tool.name, exc_info=True)
         fatal = executing and isinstance(exc, ToolError) and not isinstance(exc, ToolFailure)
-        return Executed(tool_error_result(tool.name, exc), fatal=valid_text(f"{tool.name}: {exc}") if fatal else None)
+        return Executed(
+            result=tool_error_result(tool.name, exc), fatal=valid_text(f"{tool.name}: {exc}") if fatal else None
+        )
     if isinstance(out, ToolOutput):
-        return Executed(out.result, out.command)
-    return Executed(out if isinstance(out, ToolResult) else ToolResult.success(tool.name, out))
+        return Executed(result=out.result, command=out.command)
+    return Executed(result=out if isinstance(out, ToolResult) else ToolResult.success(tool.name, out))
 
 
 async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: ToolCallResume | None) -> bool:
@@ -209,7 +213,13 @@ async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: Too
     decision = resume.decision_id if resume is not None else None
     token = run.fence.claim_token if run.fence is not None else None
     record = EffectRecord(
-        run.thread_id, call.id, run.run_id, call.name, call.arguments, decision_id=decision, claim_token=token
+        thread_id=run.thread_id,
+        call_id=call.id,
+        run_id=run.run_id,
+        tool_name=call.name,
+        arguments=call.arguments,
+        decision_id=decision,
+        claim_token=token,
     )
     async with run.marking:  # calls run in parallel mark one at a time: each checkpoint follows the last
         if _stored(run, call):  # an approved call: its step was stored when it asked, the run still reads waiting
@@ -236,7 +246,7 @@ async def _effect_finished(run: RunState, call: ToolCall, result: ToolResult | N
     if run.ledger is not None:
         data = result.to_json() if result is not None else None
         with anyio.CancelScope(shield=True):
-            await run.ledger.effect_finished(run.thread_id, call.id, data, now_ms(), run.fence)
+            await run.ledger.effect_finished(run.thread_id, call.id, result=data, now=now_ms(), fence=run.fence)
 
 
 async def after_tool(
@@ -251,15 +261,15 @@ async def after_tool(
         Phase.AFTER_TOOL_EXECUTE,
         run.tool_ctx(Phase.AFTER_TOOL_EXECUTE, call, tool, tool_result=result, resume_input=resume),
     )
-    return CallResult(call, result, command.extend(after))
+    return CallResult(call=call, result=result, command=command.extend(after))
 
 
 def not_found(call: ToolCall) -> CallResult:
-    return CallResult(call, ToolResult.error(call.name, f"tool '{call.name}' not found"))
+    return CallResult(call=call, result=ToolResult.error(call.name, f"tool '{call.name}' not found"))
 
 
 def rejected(call: ToolCall, block: Block) -> CallResult:
     """A call a gate blocked: an error result marked ``rejected``."""
     result = ToolResult.error(call.name, block.reason)
     result.metadata["rejected"] = True
-    return CallResult(call, result)
+    return CallResult(call=call, result=result)

@@ -56,7 +56,7 @@ async def run_command(
     workspace = await get_workspace(ctx)
     timeout = timeout_s or COMMAND_DEFAULT_TIMEOUT_S
     runner = get_process_runner(ctx)
-    result = await _run_unless_cancelled(runner, command, workspace.root, timeout, ctx)
+    result = await _run_unless_cancelled(runner, command, cwd=workspace.root, seconds=timeout, ctx=ctx)
     if result is None:
         raise ToolFailure(f"the command was stopped: {command}", "cancelled")
     output = result.output

@@ -134,7 +134,7 @@ async def edit_file(
         new_text: The text to put in its place.
         replace_all: Replace every occurrence instead of exactly one.
     """
-    plan = await _plan_edit(ctx, path, old_text, new_text, replace_all)
+    plan = await _plan_edit(ctx, path, old_text=old_text, new_text=new_text, replace_all=replace_all)
     plan.check_shown(ctx)
     await plan.fs.write_text(plan.real, plan.new)
     lines = plan.replaced_lines
@@ -147,10 +147,10 @@ async def edit_file(
 async def _preview_edit(
     ctx: ToolCallContext, path: str, old_text: str, new_text: str, replace_all: bool = False
 ) -> ToolPreview:
-    return (await _plan_edit(ctx, path, old_text, new_text, replace_all)).preview(ctx)
+    return (await _plan_edit(ctx, path, old_text=old_text, new_text=new_text, replace_all=replace_all)).preview(ctx)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Plan:
     """A write or an edit worked out before it happens: shared by the call and by its preview, so what a person
     approves is what runs."""
@@ -167,7 +167,9 @@ class _Plan:
         return {"path": str(self.real), "old_text": self.old, "new_text": self.new}
 
     def preview(self, ctx: ToolCallContext) -> ToolPreview:
-        return ToolPreview((FileChange(str(self.real), self.old, self.new),), cwd=ctx.env.cwd)
+        return ToolPreview(
+            changes=(FileChange(path=str(self.real), old_text=self.old, new_text=self.new),), cwd=ctx.env.cwd
+        )
 
     def check_shown(self, ctx: ToolCallContext) -> None:
         """Refuse an approved call whose file no longer holds the text of the diff it was approved on."""
@@ -183,7 +185,7 @@ async def _plan_write(ctx: ToolCallContext, path: str, content: str) -> _Plan:
     workspace = await get_workspace(ctx)
     real = await workspace.resolve(path)
     fs = get_file_system(ctx)
-    return _Plan(fs, real, workspace.display(real), await _read_if_exists(fs, real), content)
+    return _Plan(fs=fs, real=real, shown=workspace.display(real), old=await _read_if_exists(fs, real), new=content)
 
 
 async def _plan_edit(ctx: ToolCallContext, path: str, old_text: str, new_text: str, replace_all: bool) -> _Plan:
@@ -214,7 +216,7 @@ async def _plan_edit(ctx: ToolCallContext, path: str, old_text: str, new_text: s
     # Each replacement before an occurrence shifts it by the difference in line count.
     shift = new_text.count("\n") - old_text.count("\n")
     replaced = [n + i * shift for i, n in enumerate(lines)]
-    return _Plan(fs, real, shown, text, text.replace(old_text, new_text), replaced)
+    return _Plan(fs=fs, real=real, shown=shown, old=text, new=text.replace(old_text, new_text), replaced_lines=replaced)
 
 
 @tool(kind="read", read_only=True, title="List directory")

@@ -42,7 +42,7 @@ _ENV_ALLOW_PREFIXES = ("LC_",)
 DEFAULT_CALL_TIMEOUT_S = 300.0  # a tool call's answer; the config's default, and the one of ACP session servers
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class McpServerSpec:
     """How to reach one MCP server: a program to start (``stdio``) or a streamable-HTTP endpoint (``http``).
 
@@ -98,7 +98,7 @@ class McpServerSpec:
             if not isinstance(url, str):
                 raise ConfigError(f"{where}: an http server needs a string `url`")
             headers = _name_values(entry.get("headers", []), f"{where}.headers")
-            return cls(name, "http", url=url, headers=headers, timeout_s=timeout_s)
+            return cls(name=name, transport="http", url=url, headers=headers, timeout_s=timeout_s)
         if kind != "stdio":
             raise ConfigError(f"{where}: unsupported MCP transport {kind!r} (stdio and http are supported)")
         command, args = entry.get("command"), entry.get("args", [])
@@ -107,7 +107,9 @@ class McpServerSpec:
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise ConfigError(f"{where}: `args` must be a list of strings")
         env = _name_values(entry.get("env", []), f"{where}.env")
-        return cls(name, "stdio", command=command, args=tuple(args), env=env, cwd=cwd, timeout_s=timeout_s)
+        return cls(
+            name=name, transport="stdio", command=command, args=tuple(args), env=env, cwd=cwd, timeout_s=timeout_s
+        )
 
 
 def _name_values(items: Any, where: str) -> dict[str, str]:
@@ -148,7 +150,7 @@ def missing_command(spec: McpServerSpec) -> str | None:
     return f"command not found: {spec.command} (install it, or give its absolute path as `command`)"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class McpServerStatus:
     """What ``doctor``, ACP and MCP report about one server.
 
@@ -176,7 +178,7 @@ class McpServerStatus:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RestartPolicy:
     """When a failed server is tried again: ``initial_s`` doubling up to ``max_s``, at most ``max_failures`` in a row.
 

@@ -42,7 +42,7 @@ def exposed_name(prefix: str, remote: str, taken: set[str]) -> str:
     return name
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class Server:
     """One configured server as its tools see it: the connection to call through, and its status."""
 

@@ -65,7 +65,11 @@ class McpToolsets:
                     f"MCP servers {prefixes[prefix]!r} and {spec.name!r} have the same tool prefix {prefix!r}"
                 )
             prefixes[prefix] = spec.name
-            self._servers[spec.name] = Server(spec, prefix, McpServerStatus(spec.name, spec.transport, "connecting"))
+            self._servers[spec.name] = Server(
+                spec=spec,
+                prefix=prefix,
+                status=McpServerStatus(name=spec.name, transport=spec.transport, state="connecting"),
+            )
 
     def tools(self) -> list[Tool]:
         """The tools of every ready server, sorted by name."""
@@ -124,7 +128,7 @@ class McpToolsets:
 
         spec = server.spec
         send, signals = anyio.create_memory_object_stream[Signal](math.inf)
-        link = Link(send)
+        link = Link(signals=send)
 
         async def on_message(message: Any) -> None:
             if isinstance(message, Exception):

@@ -36,7 +36,7 @@ _DRAIN_S = 0.5  # after the group is gone, how long its last stderr lines may ta
 _UNANSWERED_STOP_S = 0.25  # each step of stopping a server that never answered
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Lost:
     reason: str
 
@@ -45,7 +45,7 @@ RELIST: Literal["relist"] = "relist"
 Signal = Lost | Literal["relist"]
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class Link:
     """One connection attempt: its session once ready, and how everyone tells its supervisor what happened."""
 
@@ -58,7 +58,7 @@ class Link:
     def lose(self, reason: str) -> None:
         if self.lost_reason is None:
             self.lost_reason = reason
-        self._send(Lost(reason))
+        self._send(Lost(reason=reason))
 
     def failure(self, exc: BaseException) -> str:
         """Why the connection could not be made, with the server's last words: "it exited with code 2 (stderr:

@@ -21,7 +21,7 @@ def test_an_agent_uses_the_tools() -> None:
         ]
     }
     runtime = AgentRuntime(
-        agents=[AgentSpec("a", model="m")], models={"m": ScriptedModel(script)}, tools=[forecast, compare]
+        agents=[AgentSpec(id="a", model="m")], models={"m": ScriptedModel(script)}, tools=[forecast, compare]
     )
     result = anyio.run(runtime.run_to_completion, "warmest?")
 

@@ -67,7 +67,7 @@ def test_embedded_resource() -> ResourceBlock:
 def test_multiple_content_types() -> list[ContentBlock]:
     """Returns text, an image and an embedded resource."""
     return [
-        TextBlock("Multiple content types test:"),
+        TextBlock(text="Multiple content types test:"),
         image(PIXEL, "image/png"),
         embedded("test://mixed-content-resource", text='{"test": "data", "value": 123}', mime_type="application/json"),
     ]

@@ -22,8 +22,13 @@ from .conftest import validate_def
 
 pytestmark = pytest.mark.anyio
 
-PLAIN = Question("call_1", "run_command", {"command": "echo x >> count.txt"})
-UNKNOWN = Question("call_1", "run_command", {"command": "echo x >> count.txt"}, unknown="it was running at a crash")
+PLAIN = Question(call_id="call_1", tool_name="run_command", arguments={"command": "echo x >> count.txt"})
+UNKNOWN = Question(
+    call_id="call_1",
+    tool_name="run_command",
+    arguments={"command": "echo x >> count.txt"},
+    unknown="it was running at a crash",
+)
 
 
 async def asked(serve: Serve, question: Question, answer: Any) -> tuple[dict[str, Any], ToolCallResume | None]:

@@ -72,7 +72,7 @@ def mark(label: str, ctx: ToolCallContext) -> str:
 def picture() -> list[ContentBlock]:
     """A rich result: text, an image, audio, an embedded resource and a resource link."""
     return [
-        TextBlock("A red pixel."),
+        TextBlock(text="A red pixel."),
         image(PIXEL, "image/png"),
         audio(b"RIFF", "audio/wav"),
         embedded("memo://pixel", text="red", mime_type="text/plain"),

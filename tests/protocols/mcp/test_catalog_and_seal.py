@@ -22,7 +22,7 @@ class Named(Tool):
 
 
 def catalog(*names: str) -> Catalog:
-    agents = {"coder": AgentSpec("coder", expose_mcp=True), "hidden": AgentSpec("hidden")}
+    agents = {"coder": AgentSpec(id="coder", expose_mcp=True), "hidden": AgentSpec(id="hidden")}
     return Catalog.build({n: Named(n) for n in names}, agents)
 
 
@@ -95,11 +95,33 @@ def test_a_call_asked_again_after_a_crash_says_its_outcome_is_unknown() -> None:
     from awaken_stdio.protocols.mcp.calls import _ticket_question, run_result
 
     note = "The earlier attempt of tool 'run_command' was interrupted and its outcome is unknown"
-    again = WaitingTicket("perm_c1", "c1", "run_command", {"command": "make"}, "replay_tool_call",
-                          OUTCOME_UNKNOWN_ACTION, note)  # fmt: skip
-    first = WaitingTicket("perm_c2", "c2", "run_command", {"command": "ls"}, "replay_tool_call", PERMISSION_ACTION)
-    result = AgentRunResult("r1", "t1", "coder", "", TerminationReason.suspended(), 1, status="waiting",
-                            pending=[again, first])  # fmt: skip
+    again = WaitingTicket(
+        ticket_id="perm_c1",
+        tool_call_id="c1",
+        tool_name="run_command",
+        arguments={"command": "make"},
+        resume_mode="replay_tool_call",
+        reason=OUTCOME_UNKNOWN_ACTION,
+        message=note,
+    )
+    first = WaitingTicket(
+        ticket_id="perm_c2",
+        tool_call_id="c2",
+        tool_name="run_command",
+        arguments={"command": "ls"},
+        resume_mode="replay_tool_call",
+        reason=PERMISSION_ACTION,
+    )
+    result = AgentRunResult(
+        run_id="r1",
+        thread_id="t1",
+        agent_id="coder",
+        response="",
+        termination=TerminationReason.suspended(),
+        steps=1,
+        status="waiting",
+        pending=[again, first],
+    )
     assert _ticket_question(again, result).startswith(f"Outcome unknown: {note}.")
     assert "unknown" not in _ticket_question(first, result)
     wire = run_result(result)
@@ -116,8 +138,16 @@ def test_a_failed_run_says_why() -> None:
     from awaken_stdio.contract.lifecycle import TerminationReason
     from awaken_stdio.protocols.mcp.calls import run_result
 
-    result = AgentRunResult("r1", "t1", "coder", "", TerminationReason.error("explode: the disk is on fire"), 1,
-                            status="failed", status_reason="explode: the disk is on fire")  # fmt: skip
+    result = AgentRunResult(
+        run_id="r1",
+        thread_id="t1",
+        agent_id="coder",
+        response="",
+        termination=TerminationReason.error("explode: the disk is on fire"),
+        steps=1,
+        status="failed",
+        status_reason="explode: the disk is on fire",
+    )
     wire = run_result(result)
     assert wire["isError"] is True and wire["structuredContent"]["reason"] == "explode: the disk is on fire"
     assert "The run failed: explode: the disk is on fire" in wire["content"][0]["text"]

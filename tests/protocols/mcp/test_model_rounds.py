@@ -30,7 +30,7 @@ def answer(*content: dict[str, object], stop: str) -> dict[str, object]:
 
 async def test_each_turn_waits_in_the_store_and_a_resume_brings_the_answer() -> None:
     DONE.clear()
-    runtime = AgentRuntime(agents=[AgentSpec("a", model="m", tools=["note"])], models={"m": McpSamplingModel()},
+    runtime = AgentRuntime(agents=[AgentSpec(id="a", model="m", tools=["note"])], models={"m": McpSamplingModel()},
                            tools=[note])  # fmt: skip
     model_round = Round(sampling={"tools": {}})
     token = CURRENT_ROUND.set(model_round)
