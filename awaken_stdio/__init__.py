@@ -72,6 +72,7 @@ _EXPORTS: dict[str, str] = {
     "ResourceBlock": "awaken_stdio.contract.messages",
     "ResourceLinkBlock": "awaken_stdio.contract.messages",
     "RunActivation": "awaken_stdio.contract.activation",
+    "RunEnvironment": "awaken_stdio.contract.environment",
     "RunError": "awaken_stdio.contract.errors",
     "RunIdentity": "awaken_stdio.contract.identity",
     "ScriptedModel": "awaken_stdio.providers.scripted",
@@ -111,6 +112,7 @@ if TYPE_CHECKING:
     from awaken_stdio.app.config import Config, load_config
     from awaken_stdio.contract.activation import AgentRunResult, RunActivation
     from awaken_stdio.contract.agent import AgentSpec, ModelSpec
+    from awaken_stdio.contract.environment import RunEnvironment
     from awaken_stdio.contract.errors import (
         AgentNotFound,
         AwakenError,

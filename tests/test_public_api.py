@@ -18,7 +18,8 @@ def test_the_public_api_lists_every_name_a_user_needs() -> None:
     # what the README and the docs' translation table ("Coming from awaken (Rust)") promise from ``awaken_stdio``
     expected = {
         # running agents
-        "AgentRuntime", "AgentSpec", "ModelSpec", "ModelPricing", "RunActivation", "AgentRunResult", "RunIdentity",
+        "AgentRuntime", "AgentSpec", "ModelSpec", "ModelPricing", "RunActivation", "RunEnvironment", "AgentRunResult",
+        "RunIdentity",
         "TerminationReason", "TokenUsage", "AgentEvent", "Message", "build_runtime", "load_config", "open_runtime",
         "open_store", "Config",
         # models
