@@ -25,8 +25,6 @@ FOREIGN = {
     "prctl": "libc's prctl through ctypes: C arguments, by position only",
     "_make_c_encoder": "json's C encoder factory takes its nine settings by position only",
 }
-# Records the run-environment work (issue 29, item 1) reshapes: still positional until it lands; drop them then.
-PENDING = {"RunActivation", "ToolCallContext", "PhaseContext"}
 
 
 def _modules() -> Iterator[tuple[str, ast.Module]]:
@@ -76,7 +74,7 @@ def records_without_keywords() -> list[str]:
         f"{where}:{cls.lineno} {cls.name}"
         for where, module in _modules()
         for cls in ast.walk(module)
-        if isinstance(cls, ast.ClassDef) and cls.name not in PENDING
+        if isinstance(cls, ast.ClassDef)
         for decorator in cls.decorator_list
         if _is_dataclass(decorator) and not _keyword_only(cls, decorator)
     ]
@@ -87,7 +85,7 @@ def positional_calls() -> list[str]:
         f"{where}:{call.lineno} {ast.unparse(call.func)}(...) passes {_positional(call)} values by position"
         for where, module in _modules()
         for call in ast.walk(module)
-        if isinstance(call, ast.Call) and _name(call.func) not in PENDING and _positional(call) > MOST_POSITIONAL
+        if isinstance(call, ast.Call) and _positional(call) > MOST_POSITIONAL
     ]
 
 

@@ -29,7 +29,7 @@ def propagation() -> ModuleType | None:
     return propagate
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class TraceContext:
     """The W3C trace context a client sent with a request (the root keys ``traceparent``, ``tracestate`` and
     ``baggage`` of its ``_meta``), and the OpenTelemetry context of the run span made under it (``span``, set by
@@ -43,7 +43,7 @@ class TraceContext:
         """The trace context in a request's ``_meta``; ``None`` without a ``traceparent`` (nothing to carry)."""
         if not isinstance(meta, dict) or not isinstance(meta.get("traceparent"), str):
             return None
-        return TraceContext({k: v for k in _W3C_FIELDS if isinstance(v := meta.get(k), str)})
+        return TraceContext(carrier={k: v for k in _W3C_FIELDS if isinstance(v := meta.get(k), str)})
 
     def parent(self) -> Any:
         """The OpenTelemetry context to start the run's span in (``None`` without OpenTelemetry)."""

@@ -30,7 +30,7 @@ __all__ = [
 # -- files -----------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TextWindow:
     """Some lines of a text file, and how many lines the whole file has (for "N more lines" notes)."""
 
@@ -38,7 +38,7 @@ class TextWindow:
     total_lines: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DirEntry:
     name: str
     kind: Literal["file", "directory", "other"]  # symlinks followed
@@ -46,7 +46,7 @@ class DirEntry:
     symlink: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SearchHit:
     path: Path
     line: int  # 1-based
@@ -105,7 +105,7 @@ TerminalCallback = Callable[[str], Awaitable[None]]  # given a client terminal's
 TERMINAL_ACTIVITY = "terminal"  # the tool call activity naming the client terminal it runs in: ``{"terminal_id": ...}``
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProcessResult:
     """How a command ended. ``output`` is stdout and stderr interleaved, its beginning cut when over the limit."""
 
