@@ -307,14 +307,13 @@ class SqlStore(BaseStore, Store):
                 raise refused.error  # a holder that lost its claim writes nothing
             # The guarded bump is the version check: it matches only at the expected count, and (PostgreSQL)
             # row-locks the thread, so a concurrent checkpoint waits for us and then fails the same guard.
-            # Only a first checkpoint (expected count 0) may create the thread; any other miss is a conflict,
+            # Only a first checkpoint (expected count 0) may create the thread, and tries that first (a new
+            # conversation's usual case: one statement, not a bump that misses); any other miss is a conflict,
             # named with the count actually found.
-            if not await tx.execute(q.thread_bump, added, now, state, cp.thread_id, first) and (
-                first != 0
-                or not await tx.execute(
-                    q.thread_insert, cp.thread_id, cp.run.agent_id, added, state, now, cp.run.parent_thread_id
-                )
-            ):
+            created = first == 0 and await tx.execute(
+                q.thread_insert, cp.thread_id, cp.run.agent_id, added, state, now, cp.run.parent_thread_id
+            )
+            if not created and not await tx.execute(q.thread_bump, added, now, state, cp.thread_id, first):
                 row = await tx.fetchone(q.thread_count, cp.thread_id)
                 check_count(cp, row[0] if row is not None else 0)
                 raise VersionConflict(f"messages of thread {cp.thread_id}", first, "created concurrently")

@@ -2,16 +2,18 @@
 
 The statements are written once with ``?`` placeholders, in SQL both SQLite and PostgreSQL accept, and numbered
 (``$1``...) for PostgreSQL. Each operation is one transaction of the store (``SqlStore._write``): SQLite's runs
-whole under ``BEGIN IMMEDIATE`` (every writer serialised), PostgreSQL's locks the thread's row in
-``thread_dispatch_epochs`` (``lock_thread``) before it reads the thread's dispatches, so two processes claiming the
-same thread take turns and the second sees the first's claim. Rows are validated again when read.
+whole under ``BEGIN IMMEDIATE`` (every writer serialised: its "lock" on a thread only reads the epoch and writes
+nothing but a missing epoch row, so a transaction dirties no page it does not change), PostgreSQL's locks the
+thread's row in ``thread_dispatch_epochs`` (``lock_thread``) before it reads the thread's dispatches, so two
+processes claiming the same thread take turns and the second sees the first's claim. Rows are validated again when
+read.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from awaken_stdio.contract.lifecycle import TerminationReason
@@ -62,8 +64,13 @@ LOCK_THREAD_OF = """
     ON CONFLICT (thread_id) DO UPDATE SET current_epoch = thread_dispatch_epochs.current_epoch
     RETURNING current_epoch"""
 EPOCH = "SELECT current_epoch FROM thread_dispatch_epochs WHERE thread_id = ?"
+NEW_EPOCH = "INSERT INTO thread_dispatch_epochs (thread_id, current_epoch) VALUES (?, 0)"
 SET_EPOCH = "UPDATE thread_dispatch_epochs SET current_epoch = ? WHERE thread_id = ?"
 GET = f"SELECT {COLUMNS} FROM run_dispatches WHERE dispatch_id = ?"
+GET_WITH_EPOCH = f"""
+    SELECT {COLUMNS},
+        COALESCE((SELECT current_epoch FROM thread_dispatch_epochs e WHERE e.thread_id = d.thread_id), 0)
+    FROM run_dispatches d WHERE dispatch_id = ?"""
 INSERT = f"INSERT INTO run_dispatches ({COLUMNS}) VALUES ({_marks(23)})"
 UPDATE = f"UPDATE run_dispatches SET {', '.join(c + ' = ?' for c in _MUTABLE)} WHERE dispatch_id = ?"
 DEDUPE = """
@@ -158,9 +165,16 @@ def _mutable(d: RunDispatch) -> tuple[Any, ...]:
     )
 
 
+@lru_cache(maxsize=256)
+def _request(text: str) -> DispatchRequest:
+    """A row's request, decoded once: it never changes after the insert, and a row is read again by every step of
+    its life (claim, fence checks, settle); the record is immutable, so every read may share it."""
+    return DispatchRequest.from_json(loads(text))
+
+
 def _dispatch(r: Sequence[Any]) -> RunDispatch:
     termination = TerminationReason.from_json(loads(r[17])) if r[17] is not None else None
-    values: list[Any] = [*r[0:3], DispatchRequest.from_json(loads(r[3])), *r[4:17], termination, *r[18:23]]
+    values: list[Any] = [*r[0:3], _request(r[3]), *r[4:17], termination, *r[18:23]]
     d = RunDispatch(*values)
     d.validate()
     return d
@@ -189,11 +203,12 @@ def _effect(r: Sequence[Any]) -> EffectRecord:
 
 
 class _SqlTable(MailboxTable):
-    __slots__ = ("_sql", "_tx")
+    __slots__ = ("_sql", "_sqlite", "_tx")
 
     def __init__(self, tx: Tx, dialect: Dialect) -> None:
         self._tx = tx
-        self._sql = _numbered if dialect == "postgres" else str
+        self._sqlite = dialect == "sqlite"  # its writes are serialised already: a thread's lock is a read
+        self._sql = str if self._sqlite else _numbered
 
     async def _all(self, sql: str, *args: Any) -> list[Sequence[Any]]:
         return await self._tx.fetchall(self._sql(sql), *args)
@@ -205,13 +220,23 @@ class _SqlTable(MailboxTable):
         return await self._tx.execute(self._sql(sql), *args)
 
     async def lock_thread(self, thread_id: str) -> int:
+        if self._sqlite:
+            if (row := await self._one(EPOCH, thread_id)) is not None:
+                return int(row[0])
+            await self._run(NEW_EPOCH, thread_id)
+            return 0
         row = await self._one(LOCK_THREAD, thread_id)
         assert row is not None
         return int(row[0])
 
-    async def lock_thread_of(self, dispatch_id: str) -> int | None:
-        row = await self._one(LOCK_THREAD_OF, dispatch_id)
-        return int(row[0]) if row is not None else None
+    async def locked_get(self, dispatch_id: str) -> tuple[RunDispatch | None, int]:
+        if self._sqlite:  # one statement: the row and its thread's epoch (0 while the thread has no epoch row)
+            row = await self._one(GET_WITH_EPOCH, dispatch_id)
+            return (_dispatch(row), int(row[23])) if row is not None else (None, 0)
+        locked = await self._one(LOCK_THREAD_OF, dispatch_id)
+        if locked is None:
+            return None, 0
+        return await self.get(dispatch_id), int(locked[0])
 
     async def epoch(self, thread_id: str) -> int:
         row = await self._one(EPOCH, thread_id)

@@ -1,0 +1,54 @@
+"""What one SQLite transaction of the mailbox runs (issue 30): writes are serialised by ``BEGIN IMMEDIATE``, so a
+thread's lock only reads its epoch (the row and its epoch in one statement) and no transaction rewrites a
+``thread_dispatch_epochs`` row it does not change: every page a transaction dirties is written to the WAL at COMMIT,
+and COMMIT costs about ten microseconds a page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from awaken_stdio.contract.ids import new_id, now_ms
+from awaken_stdio.contract.mailbox import DispatchRequest, RunDispatch
+from awaken_stdio.stores import open_store
+from awaken_stdio.stores.sqlite import SqliteStore
+
+pytestmark = pytest.mark.anyio
+
+
+def dispatch(thread_id: str) -> RunDispatch:
+    now = now_ms()
+    return RunDispatch(new_id(), thread_id, new_id(), DispatchRequest("run"), created_at=now, updated_at=now)
+
+
+async def writes_of(store: SqliteStore) -> list[str]:
+    """Start tracing the writer's statements; the list fills as they run."""
+    seen: list[str] = []
+    await store._writer.call(lambda conn: conn.set_trace_callback(lambda sql: seen.append(" ".join(sql.split()))))
+    return seen
+
+
+async def test_a_settle_reads_its_row_and_epoch_in_one_statement_and_writes_only_the_row(tmp_path: Path) -> None:
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        assert isinstance(store, SqliteStore)
+        row = await store.mailbox.enqueue_and_claim(dispatch("t"), "me", 60_000, now_ms())
+        assert row is not None and row.claim_token is not None
+        seen = await writes_of(store)
+        await store.mailbox.ack(row.dispatch_id, row.claim_token, now_ms())
+        kinds = [sql.split()[0] for sql in seen]
+        assert kinds == ["BEGIN", "SELECT", "UPDATE", "COMMIT"], seen
+        assert "thread_dispatch_epochs" in seen[1] and seen[2].startswith("UPDATE run_dispatches"), seen
+
+
+async def test_the_epoch_row_is_written_once_per_thread(tmp_path: Path) -> None:
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        assert isinstance(store, SqliteStore)
+        seen = await writes_of(store)
+        await store.mailbox.enqueue(dispatch("t"))
+        await store.mailbox.enqueue(dispatch("t"))
+        epoch_writes = [sql for sql in seen if sql.startswith(("INSERT", "UPDATE")) and "thread_dispatch_epochs" in sql]
+        assert len(epoch_writes) == 1, seen
+        assert await store.mailbox.current_dispatch_epoch("t") == 0
+        await store.mailbox.interrupt("t", now_ms())  # the epoch still moves on, under the same write lock
+        assert await store.mailbox.current_dispatch_epoch("t") == 1
