@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from awaken_stdio.app.dispatch import MailboxConfig, MailboxService
+from awaken_stdio.contract.activation import RunActivation
 from awaken_stdio.contract.ids import new_id, now_ms
 from awaken_stdio.contract.mailbox import DispatchRequest, RunDispatch
+from awaken_stdio.contract.messages import Message
 from awaken_stdio.stores import open_store
 from awaken_stdio.stores.sqlite import SqliteStore
+from tests.mailbox.test_service import APPROVE, guarded
 
 pytestmark = pytest.mark.anyio
 
@@ -52,3 +56,19 @@ async def test_the_epoch_row_is_written_once_per_thread(tmp_path: Path) -> None:
         assert await store.mailbox.current_dispatch_epoch("t") == 0
         await store.mailbox.interrupt("t", now_ms())  # the epoch still moves on, under the same write lock
         assert await store.mailbox.current_dispatch_epoch("t") == 1
+
+
+async def test_an_approval_cycle_writes_five_transactions_of_few_statements(tmp_path: Path) -> None:
+    """Submit (its claim; the checkpoint that waits, acking its row), then decide (the decision's claim, the effect's
+    ``started`` mark, the checkpoint that ends the run and acks the row): five write transactions, 41 statements
+    with their BEGINs and COMMITs (46 while each mailbox transaction upserted the thread's epoch row)."""
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        assert isinstance(store, SqliteStore)
+        runtime, tool = guarded(store)
+        service = MailboxService(runtime, MailboxConfig(dispatch_queued=False))
+        seen = await writes_of(store)
+        waiting = await service.submit(RunActivation([Message.user("go")], thread_id="t1"))
+        done = await service.decide(waiting.run_id, APPROVE)
+        assert done is not None and done.status == "completed" and len(tool.calls) == 1
+        assert sum(sql.startswith("BEGIN IMMEDIATE") for sql in seen) == 5, seen
+        assert len(seen) <= 41, seen
