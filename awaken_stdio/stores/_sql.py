@@ -48,8 +48,8 @@ from awaken_stdio.stores._codec import (
     session_from_json,
 )
 from awaken_stdio.stores._tx import Tx
-from awaken_stdio.stores.mailbox_core import Refused, check_fence, enqueue_and_claim_op
-from awaken_stdio.stores.mailbox_sql import SqlMailbox, open_effects_in, settle_in, table_in
+from awaken_stdio.stores.mailbox_core import Refused, check_fence, enqueue_and_claim_op, settle_with
+from awaken_stdio.stores.mailbox_sql import SqlMailbox, open_effects_in, table_in
 
 __all__ = ["THREAD_COLUMNS", "Queries", "SqlStore", "Tx"]
 
@@ -303,7 +303,8 @@ class SqlStore(BaseStore, Store):
 
         async def write(tx: Tx) -> None:
             now = now_ms()
-            if cp.fence is not None and (refused := await check_fence(table_in(tx, self.dialect), cp.fence, now)):
+            table = table_in(tx, self.dialect)  # one for the whole write: the settle reuses the fence's read
+            if cp.fence is not None and (refused := await check_fence(table, cp.fence, now)):
                 raise refused.error  # a holder that lost its claim writes nothing
             # The guarded bump is the version check: it matches only at the expected count, and (PostgreSQL)
             # row-locks the thread, so a concurrent checkpoint waits for us and then fails the same guard.
@@ -322,12 +323,10 @@ class SqlStore(BaseStore, Store):
             if answered:
                 await tx.executemany(q.effects_settle, [(now, cp.thread_id, call_id) for call_id in answered])
             await tx.execute(q.run_upsert, *run_row)
-            if cp.marks:
-                table = table_in(tx, self.dialect)
-                for mark in cp.marks:
-                    await table.effect_put(mark)
+            for mark in cp.marks:
+                await table.effect_put(mark)
             if cp.settle is not None:
-                await settle_in(tx, self.dialect, cp.settle, cp.run, now)
+                await settle_with(table, cp.settle, cp.run, now)
 
         await self._write(write)
         held = self._threads.get(cp.thread_id)

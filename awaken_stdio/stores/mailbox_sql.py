@@ -20,18 +20,16 @@ from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import (
     TERMINAL_STATUSES,
     DispatchRequest,
-    DispatchSettle,
     EffectRecord,
     RunDispatch,
 )
-from awaken_stdio.contract.stores import RunRecord
 from awaken_stdio.stores._codec import FAR, dumps, loads
-from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op, settle_with
+from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op
 
 if TYPE_CHECKING:
     from awaken_stdio.stores._tx import Transactions, Tx
 
-__all__ = ["SqlMailbox", "open_effects_in", "settle_in", "table_in"]
+__all__ = ["SqlMailbox", "open_effects_in", "table_in"]
 
 T = TypeVar("T")
 Dialect = Literal["sqlite", "postgres"]
@@ -203,12 +201,15 @@ def _effect(r: Sequence[Any]) -> EffectRecord:
 
 
 class _SqlTable(MailboxTable):
-    __slots__ = ("_sql", "_sqlite", "_tx")
+    __slots__ = ("_read", "_sql", "_sqlite", "_tx")
 
     def __init__(self, tx: Tx, dialect: Dialect) -> None:
         self._tx = tx
         self._sqlite = dialect == "sqlite"  # its writes are serialised already: a thread's lock is a read
         self._sql = str if self._sqlite else _numbered
+        # the last row ``locked_get`` read (id, columns, epoch), current until this table writes a row: a checkpoint
+        # that checks its fence and then settles the same dispatch reads it once
+        self._read: tuple[str, Sequence[Any], int] | None = None
 
     async def _all(self, sql: str, *args: Any) -> list[Sequence[Any]]:
         return await self._tx.fetchall(self._sql(sql), *args)
@@ -230,19 +231,26 @@ class _SqlTable(MailboxTable):
         return int(row[0])
 
     async def locked_get(self, dispatch_id: str) -> tuple[RunDispatch | None, int]:
+        if self._read is not None and self._read[0] == dispatch_id:
+            return _dispatch(self._read[1]), self._read[2]
         if self._sqlite:  # one statement: the row and its thread's epoch (0 while the thread has no epoch row)
             row = await self._one(GET_WITH_EPOCH, dispatch_id)
-            return (_dispatch(row), int(row[23])) if row is not None else (None, 0)
-        locked = await self._one(LOCK_THREAD_OF, dispatch_id)
-        if locked is None:
+            epoch = int(row[23]) if row is not None else 0
+        else:
+            locked = await self._one(LOCK_THREAD_OF, dispatch_id)
+            row = await self._one(GET, dispatch_id) if locked is not None else None
+            epoch = int(locked[0]) if locked is not None else 0
+        if row is None:
             return None, 0
-        return await self.get(dispatch_id), int(locked[0])
+        self._read = (dispatch_id, row, epoch)
+        return _dispatch(row), epoch
 
     async def epoch(self, thread_id: str) -> int:
         row = await self._one(EPOCH, thread_id)
         return int(row[0]) if row is not None else 0
 
     async def set_epoch(self, thread_id: str, epoch: int) -> None:
+        self._read = None
         await self._run(SET_EPOCH, epoch, thread_id)
 
     async def get(self, dispatch_id: str) -> RunDispatch | None:
@@ -250,9 +258,11 @@ class _SqlTable(MailboxTable):
         return _dispatch(row) if row is not None else None
 
     async def insert(self, d: RunDispatch) -> None:
+        self._read = None
         await self._run(INSERT, *_row(d))
 
     async def update(self, d: RunDispatch) -> None:
+        self._read = None
         await self._run(UPDATE, *_mutable(d), d.dispatch_id)
 
     async def thread_rows(
@@ -281,6 +291,7 @@ class _SqlTable(MailboxTable):
         return [_dispatch(r) for r in await self._all(QUEUED_FOR_HOLDER, consumer)]
 
     async def purge(self, older_than: int) -> int:
+        self._read = None
         count = await self._run(PURGE, older_than)
         await self._run(PURGE_EFFECTS, older_than)
         return count
@@ -321,11 +332,6 @@ class SqlMailbox(MailboxBase):
 def table_in(tx: Tx, dialect: Dialect) -> MailboxTable:
     """The mailbox's rows inside the caller's transaction (a claim that loads the thread it claims, in one)."""
     return _SqlTable(tx, dialect)
-
-
-async def settle_in(tx: Tx, dialect: Dialect, settle: DispatchSettle, run: RunRecord, now: int) -> None:
-    """``settle_with`` on this store's rows, inside the caller's transaction (a checkpoint's)."""
-    await settle_with(_SqlTable(tx, dialect), settle, run, now)
 
 
 async def open_effects_in(tx: Tx, dialect: Dialect, thread_id: str) -> list[EffectRecord]:
