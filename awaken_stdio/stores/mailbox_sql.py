@@ -163,7 +163,7 @@ def _mutable(d: RunDispatch) -> tuple[Any, ...]:
     )
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)  # the rows in flight (a cycle reads its row a few times within seconds), no more
 def _request(text: str) -> DispatchRequest:
     """A row's request, decoded once: it never changes after the insert, and a row is read again by every step of
     its life (claim, fence checks, settle); the record is immutable, so every read may share it."""
