@@ -48,8 +48,8 @@ from awaken_stdio.stores._codec import (
     session_from_json,
 )
 from awaken_stdio.stores._tx import Tx
-from awaken_stdio.stores.mailbox_core import Refused, check_fence, enqueue_and_claim_op
-from awaken_stdio.stores.mailbox_sql import SqlMailbox, open_effects_in, settle_in, table_in
+from awaken_stdio.stores.mailbox_core import Refused, check_fence, enqueue_and_claim_op, settle_with
+from awaken_stdio.stores.mailbox_sql import SqlMailbox, open_effects_in, table_in
 
 __all__ = ["THREAD_COLUMNS", "Queries", "SqlStore", "Tx"]
 
@@ -314,18 +314,20 @@ class SqlStore(BaseStore, Store):
 
         async def write(tx: Tx) -> bool:
             now = now_ms()
-            if cp.fence is not None and (refused := await check_fence(table_in(tx, self.dialect), cp.fence, now)):
+            table = table_in(
+                tx, self.dialect, self.notify
+            )  # one for the whole write: the settle reuses the fence's read
+            if cp.fence is not None and (refused := await check_fence(table, cp.fence, now)):
                 raise refused.error  # a holder that lost its claim writes nothing
             # The guarded bump is the version check: it matches only at the expected count, and (PostgreSQL)
             # row-locks the thread, so a concurrent checkpoint waits for us and then fails the same guard.
-            # Only a first checkpoint (expected count 0) may create the thread; any other miss is a conflict,
+            # Only a first checkpoint (expected count 0) may create the thread, and tries that first (a new
+            # conversation's usual case: one statement, not a bump that misses); any other miss is a conflict,
             # named with the count actually found.
-            if not await tx.execute(q.thread_bump, added, now, state, cp.thread_id, first) and (
-                first != 0
-                or not await tx.execute(
-                    q.thread_insert, cp.thread_id, cp.run.agent_id, added, state, now, cp.run.parent_thread_id
-                )
-            ):
+            created = first == 0 and await tx.execute(
+                q.thread_insert, cp.thread_id, cp.run.agent_id, added, state, now, cp.run.parent_thread_id
+            )
+            if not created and not await tx.execute(q.thread_bump, added, now, state, cp.thread_id, first):
                 row = await tx.fetchone(q.thread_count, cp.thread_id)
                 check_count(cp, row[0] if row is not None else 0)
                 raise VersionConflict(f"messages of thread {cp.thread_id}", first, "created concurrently")
@@ -334,13 +336,11 @@ class SqlStore(BaseStore, Store):
             if answered:
                 await tx.executemany(q.effects_settle, [(now, cp.thread_id, call_id) for call_id in answered])
             await tx.execute(q.run_upsert, *run_row)
-            if cp.marks:
-                table = table_in(tx, self.dialect)
-                for mark in cp.marks:
-                    await table.effect_put(mark)
-            return cp.settle is not None and await settle_in(
-                tx, self.dialect, settle=cp.settle, run=cp.run, now=now, notify=self.notify
-            )
+            for mark in cp.marks:
+                await table.effect_put(mark)
+            if cp.settle is not None:
+                await settle_with(table, cp.settle, cp.run, now)
+            return table.woken
 
         if await self._write(write):
             self.mailbox.wakeup.set()  # the settle released the thread to someone waiting, here too

@@ -61,9 +61,9 @@ class MailboxTable(Protocol):
         it; that one's change wakes the pollers if it leaves work. Elsewhere the lock is simply taken."""
         return await self.lock_thread(thread_id)
 
-    async def lock_thread_of(self, dispatch_id: str) -> int | None:
-        """``lock_thread`` for the dispatch's thread in one step (its thread id never changes); ``None`` when
-        there is no such dispatch."""
+    async def locked_get(self, dispatch_id: str) -> tuple[RunDispatch | None, int]:
+        """The row, read only once its thread's lock is held (so it is current; its thread id never changes), and
+        the thread's epoch; ``(None, 0)`` when there is no such dispatch."""
         ...
 
     async def epoch(self, thread_id: str) -> int: ...
@@ -141,14 +141,6 @@ def _requeue(d: RunDispatch, available_at: int, now: int, error: str) -> None:
     d.clear_claim()
 
 
-async def _locked_get(t: MailboxTable, dispatch_id: str) -> tuple[RunDispatch | None, int]:
-    """The row, read only once its thread's lock is held (so it is current), and the thread's epoch."""
-    epoch = await t.lock_thread_of(dispatch_id)
-    if epoch is None:
-        return None, 0
-    return await t.get(dispatch_id), epoch
-
-
 async def _put(t: MailboxTable, d: RunDispatch) -> RunDispatch:
     d.validate()
     await t.update(d)
@@ -206,7 +198,7 @@ async def settle_with(t: MailboxTable, settle: DispatchSettle, run: RunRecord, n
 
 async def _own(t: MailboxTable, dispatch_id: str, token: str, now: int) -> RunDispatch | Refused:
     """The row claimed with ``token`` at the current epoch; a stale claim is superseded and refused."""
-    d, epoch = await _locked_get(t, dispatch_id)
+    d, epoch = await t.locked_get(dispatch_id)
     if d is None:
         return Refused(error=NotFound(f"dispatch {dispatch_id}"))
     if d.status != "claimed" or d.claim_token != token:
@@ -346,7 +338,7 @@ class MailboxBase(MailboxStore):
 
     async def claim_dispatch(self, dispatch_id: str, consumer: str, lease_ms: int, now: int) -> RunDispatch | None:
         async def op(t: MailboxTable) -> RunDispatch | None:
-            d, epoch = await _locked_get(t, dispatch_id)
+            d, epoch = await t.locked_get(dispatch_id)
             if d is None or d.status != "queued":
                 return None
             if d.dispatch_epoch < epoch:
@@ -437,7 +429,7 @@ class MailboxBase(MailboxStore):
 
     async def cancel(self, dispatch_id: str, now: int) -> RunDispatch | None:
         async def op(t: MailboxTable) -> RunDispatch | None:
-            d, _ = await _locked_get(t, dispatch_id)
+            d, _ = await t.locked_get(dispatch_id)
             if d is None or d.status != "queued":
                 return None
             _finish(d, "cancelled", now)
@@ -479,7 +471,7 @@ class MailboxBase(MailboxStore):
 
     async def supersede_claimed(self, dispatch_id: str, reason: str, now: int) -> RunDispatch | None:
         async def op(t: MailboxTable) -> RunDispatch | None:
-            d, _ = await _locked_get(t, dispatch_id)
+            d, _ = await t.locked_get(dispatch_id)
             if d is None or d.status != "claimed":
                 return None
             _finish(d, "superseded", now, reason)
@@ -514,7 +506,7 @@ class MailboxBase(MailboxStore):
         async def op(t: MailboxTable) -> list[RunDispatch]:
             out = []
             for found in await t.expired(now, limit):
-                d, epoch = await _locked_get(t, found.dispatch_id)
+                d, epoch = await t.locked_get(found.dispatch_id)
                 if d is None or d.status != "claimed" or d.lease_until is None or d.lease_until >= now:
                     continue  # another sweeper got there first
                 if d.dispatch_epoch < epoch:

@@ -60,9 +60,12 @@ class MailboxTables(MailboxTable):
             self.dirty = True
         return self.epochs[thread_id]
 
-    async def lock_thread_of(self, dispatch_id: str) -> int | None:
+    async def locked_get(self, dispatch_id: str) -> tuple[RunDispatch | None, int]:
         thread = self.thread_of.get(dispatch_id)
-        return await self.lock_thread(thread) if thread is not None else None
+        if thread is None:
+            return None, 0
+        epoch = await self.lock_thread(thread)
+        return self.rows[thread][dispatch_id].copy(), epoch
 
     async def epoch(self, thread_id: str) -> int:
         return self.epochs.get(thread_id, 0)

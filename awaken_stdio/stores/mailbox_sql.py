@@ -2,34 +2,34 @@
 
 The statements are written once with ``?`` placeholders, in SQL both SQLite and PostgreSQL accept, and numbered
 (``$1``...) for PostgreSQL. Each operation is one transaction of the store (``SqlStore._write``): SQLite's runs
-whole under ``BEGIN IMMEDIATE`` (every writer serialised), PostgreSQL's locks the thread's row in
-``thread_dispatch_epochs`` (``lock_thread``) before it reads the thread's dispatches, so two processes claiming the
-same thread take turns and the second sees the first's claim. Rows are validated again when read.
+whole under ``BEGIN IMMEDIATE`` (every writer serialised: its "lock" on a thread only reads the epoch and writes
+nothing but a missing epoch row, so a transaction dirties no page it does not change), PostgreSQL's locks the
+thread's row in ``thread_dispatch_epochs`` (``lock_thread``) before it reads the thread's dispatches, so two
+processes claiming the same thread take turns and the second sees the first's claim. Rows are validated again when
+read.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.mailbox import (
     TERMINAL_STATUSES,
     DispatchRequest,
-    DispatchSettle,
     EffectRecord,
     RunDispatch,
 )
-from awaken_stdio.contract.stores import RunRecord
 from awaken_stdio.stores._codec import FAR, dumps, loads
-from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op, settle_with
+from awaken_stdio.stores.mailbox_core import MailboxBase, MailboxTable, Op
 
 if TYPE_CHECKING:
     from awaken_stdio.stores._tx import Transactions, Tx
 
-__all__ = ["SqlMailbox", "open_effects_in", "settle_in", "table_in"]
+__all__ = ["SqlMailbox", "open_effects_in", "table_in"]
 
 T = TypeVar("T")
 Dialect = Literal["sqlite", "postgres"]
@@ -65,8 +65,13 @@ LOCK_THREAD_OF = """
 EPOCH = "SELECT current_epoch FROM thread_dispatch_epochs WHERE thread_id = ?"
 # PostgreSQL only; a thread with rows to claim has its epoch row (``enqueue_and_claim_op`` makes it)
 TRY_LOCK_THREAD = f"{EPOCH} FOR UPDATE SKIP LOCKED"
+NEW_EPOCH = "INSERT INTO thread_dispatch_epochs (thread_id, current_epoch) VALUES (?, 0)"
 SET_EPOCH = "UPDATE thread_dispatch_epochs SET current_epoch = ? WHERE thread_id = ?"
 GET = f"SELECT {COLUMNS} FROM run_dispatches WHERE dispatch_id = ?"
+GET_WITH_EPOCH = f"""
+    SELECT {COLUMNS},
+        COALESCE((SELECT current_epoch FROM thread_dispatch_epochs e WHERE e.thread_id = d.thread_id), 0)
+    FROM run_dispatches d WHERE dispatch_id = ?"""
 INSERT = f"INSERT INTO run_dispatches ({COLUMNS}) VALUES ({_marks(23)})"
 UPDATE = f"UPDATE run_dispatches SET {', '.join(c + ' = ?' for c in _MUTABLE)} WHERE dispatch_id = ?"
 DEDUPE = """
@@ -161,9 +166,17 @@ def _mutable(d: RunDispatch) -> tuple[Any, ...]:
     )
 
 
+@lru_cache(maxsize=64)  # the rows in flight (a cycle reads its row a few times within seconds), no more
+def _request(text: str) -> DispatchRequest:
+    """A row's request, decoded once: it never changes after the insert, and a row is read again by every step of
+    its life (claim, fence checks, settle); the record is immutable, so every read may share it."""
+    return DispatchRequest.from_json(loads(text))
+
+
 def _dispatch(r: Sequence[Any]) -> RunDispatch:
-    values: dict[str, Any] = dict(zip(_NAMES, r, strict=True))
-    values["request"] = DispatchRequest.from_json(loads(r[3]))
+    """The row's columns as a record; ``r`` may carry more after them (``GET_WITH_EPOCH``'s epoch)."""
+    values: dict[str, Any] = dict(zip(_NAMES, r[: len(_NAMES)], strict=True))
+    values["request"] = _request(r[3])
     values["termination"] = TerminationReason.from_json(loads(r[17])) if r[17] is not None else None
     d = RunDispatch(**values)
     d.validate()
@@ -205,7 +218,7 @@ def _effect(r: Sequence[Any]) -> EffectRecord:
 
 
 class _SqlTable(MailboxTable):
-    __slots__ = ("_notify", "_pg", "_sql", "_tx", "woken")
+    __slots__ = ("_notify", "_pg", "_read", "_sql", "_tx", "woken")
 
     def __init__(self, tx: Tx, dialect: Dialect, notify: str | None = None) -> None:
         self._tx = tx
@@ -213,6 +226,9 @@ class _SqlTable(MailboxTable):
         self._sql = _numbered if self._pg else str
         self._notify = notify
         self.woken = False
+        # the last row ``locked_get`` read (id, columns, epoch), current until this table writes a row: a checkpoint
+        # that checks its fence and then settles the same dispatch reads it once
+        self._read: tuple[str, Sequence[Any], int] | None = None
 
     async def wake(self) -> None:
         if not self.woken and self._notify is not None:
@@ -229,6 +245,11 @@ class _SqlTable(MailboxTable):
         return await self._tx.execute(self._sql(sql), *args)
 
     async def lock_thread(self, thread_id: str) -> int:
+        if not self._pg:
+            if (row := await self._one(EPOCH, thread_id)) is not None:
+                return int(row[0])
+            await self._run(NEW_EPOCH, thread_id)
+            return 0
         row = await self._one(LOCK_THREAD, thread_id)
         assert row is not None
         return int(row[0])
@@ -239,15 +260,27 @@ class _SqlTable(MailboxTable):
         row = await self._one(TRY_LOCK_THREAD, thread_id)
         return int(row[0]) if row is not None else None
 
-    async def lock_thread_of(self, dispatch_id: str) -> int | None:
-        row = await self._one(LOCK_THREAD_OF, dispatch_id)
-        return int(row[0]) if row is not None else None
+    async def locked_get(self, dispatch_id: str) -> tuple[RunDispatch | None, int]:
+        if self._read is not None and self._read[0] == dispatch_id:
+            return _dispatch(self._read[1]), self._read[2]
+        if not self._pg:  # one statement: the row and its thread's epoch (0 while the thread has no epoch row)
+            row = await self._one(GET_WITH_EPOCH, dispatch_id)
+            epoch = int(row[23]) if row is not None else 0
+        else:
+            locked = await self._one(LOCK_THREAD_OF, dispatch_id)
+            row = await self._one(GET, dispatch_id) if locked is not None else None
+            epoch = int(locked[0]) if locked is not None else 0
+        if row is None:
+            return None, 0
+        self._read = (dispatch_id, row, epoch)
+        return _dispatch(row), epoch
 
     async def epoch(self, thread_id: str) -> int:
         row = await self._one(EPOCH, thread_id)
         return int(row[0]) if row is not None else 0
 
     async def set_epoch(self, thread_id: str, epoch: int) -> None:
+        self._read = None
         await self._run(SET_EPOCH, epoch, thread_id)
 
     async def get(self, dispatch_id: str) -> RunDispatch | None:
@@ -255,9 +288,11 @@ class _SqlTable(MailboxTable):
         return _dispatch(row) if row is not None else None
 
     async def insert(self, d: RunDispatch) -> None:
+        self._read = None
         await self._run(INSERT, *_row(d))
 
     async def update(self, d: RunDispatch) -> None:
+        self._read = None
         await self._run(UPDATE, *_mutable(d), d.dispatch_id)
 
     async def thread_rows(
@@ -286,6 +321,7 @@ class _SqlTable(MailboxTable):
         return [_dispatch(r) for r in await self._all(QUEUED_FOR_HOLDER, consumer)]
 
     async def purge(self, older_than: int) -> int:
+        self._read = None
         count = await self._run(PURGE, older_than)
         await self._run(PURGE_EFFECTS, older_than)
         return count
@@ -324,16 +360,6 @@ def table_in(tx: Tx, dialect: Dialect, notify: str | None = None) -> MailboxTabl
     """The mailbox's rows inside the caller's transaction (a claim that loads the thread it claims, in one);
     ``notify``: the store's ``Transactions.notify``, where the caller's writes may ``wake`` pollers."""
     return _SqlTable(tx, dialect, notify)
-
-
-async def settle_in(
-    tx: Tx, dialect: Dialect, settle: DispatchSettle, run: RunRecord, now: int, notify: str | None
-) -> bool:
-    """``settle_with`` on this store's rows, inside the caller's transaction (a checkpoint's); True when it made
-    work for pollers (``MailboxTable.wake``), for the caller to nudge this process's once it commits."""
-    table = _SqlTable(tx, dialect, notify)
-    await settle_with(table, settle, run, now)
-    return table.woken
 
 
 async def open_effects_in(tx: Tx, dialect: Dialect, thread_id: str) -> list[EffectRecord]:

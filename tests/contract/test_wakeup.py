@@ -109,7 +109,11 @@ async def test_only_what_a_poller_acts_on_wakes_it(store_url: str) -> None:
     the approval's path); an ack with a row queued behind it does (a decider waits to claim the thread)."""
     async with open_store(store_url) as store:
         mb = store.mailbox
-        [held] = [await mb.enqueue_and_claim(RunDispatch(new_id(), "t", "r1"), "holder", 60_000, 1000)]
+        [held] = [
+            await mb.enqueue_and_claim(
+                RunDispatch(dispatch_id=new_id(), thread_id="t", run_id="r1"), "holder", 60_000, 1000
+            )
+        ]
         assert held is not None and held.claim_token is not None
         since = mb.wakeup.generation
         await mb.record_dispatch_start(held.dispatch_id, held.claim_token, "holder", 1001)
@@ -117,9 +121,13 @@ async def test_only_what_a_poller_acts_on_wakes_it(store_url: str) -> None:
         await mb.record_run_result(held.dispatch_id, held.claim_token, "waiting", None, None, None, 1003)
         await mb.ack(held.dispatch_id, held.claim_token, 1004)
         assert mb.wakeup.generation == since
-        again = await mb.enqueue_and_claim(RunDispatch(new_id(), "t", "r2"), "holder", 60_000, 2000)
+        again = await mb.enqueue_and_claim(
+            RunDispatch(dispatch_id=new_id(), thread_id="t", run_id="r2"), "holder", 60_000, 2000
+        )
         assert again is not None and again.claim_token is not None
-        await mb.enqueue(RunDispatch(new_id(), "t", "r2"))  # a decision queued behind the holder
+        await mb.enqueue(
+            RunDispatch(dispatch_id=new_id(), thread_id="t", run_id="r2")
+        )  # a decision queued behind the holder
         since = mb.wakeup.generation
         await mb.ack(again.dispatch_id, again.claim_token, 2001)
         assert mb.wakeup.generation > since

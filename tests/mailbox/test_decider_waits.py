@@ -133,7 +133,9 @@ async def test_a_followed_decision_for_a_run_waiting_here_returns_where_the_run_
     """The run waits in this process's holder; a decider here that follows it gets the run's result once it has
     run the approved call, not the ``None`` of the hand-over instant (when the store still says "waiting")."""
     runtime, tool = guarded()
-    service = MailboxService(runtime, MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000))
+    service = MailboxService(
+        runtime=runtime, config=MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000)
+    )
     async with serving(service), anyio.create_task_group() as tg:
         tg.start_soon(service.submit, go())
         await until(lambda: _waiting(runtime.store))
@@ -158,7 +160,9 @@ async def test_a_decision_the_busy_holder_lets_go_of_is_run_by_its_decider() -> 
         tools=[first, second],
         plugins=[AskPermission()],
     )
-    service = MailboxService(runtime, MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000))
+    service = MailboxService(
+        runtime=runtime, config=MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000)
+    )
     waiting = await service.submit(RunActivation(messages=[Message.user("go")], thread_id="t"))
     assert waiting.status == "waiting" and {t.tool_call_id for t in waiting.pending} == {"c1", "c2"}
     record = await service.waiting(waiting.run_id)
