@@ -106,9 +106,7 @@ class RunState:
         self.reasked = False  # a call a dead process left running was offered for approval again
         self.fatal: str | None = None  # the reason a tool's raised ToolError gave to end the run
         # the effect ledger settles calls a dead process left behind: nothing survives one in memory
-        self.ledger: MailboxStore | None = (
-            store.mailbox if store is not None and not store.url.startswith("memory:") else None
-        )
+        self.ledger: MailboxStore | None = store.mailbox if store is not None and store.durable else None
         self.fence = Fence.of(activation.settle)  # the claim this run writes and acts under (None: not dispatched)
         # effect marks are checkpoints: one at a time when calls run in parallel; taken without a trip through the
         # event loop when free (the usual case: one call per step), as the checkpoint it guards makes one anyway
