@@ -16,12 +16,12 @@ asked about (their outcome is unknown), and nothing that had an effect runs twic
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
 
 import anyio
+from anyio.abc import TaskGroup
 
 from awaken_stdio.contract.activation import AgentRunResult
 from awaken_stdio.contract.errors import Fenced, InvalidResume, ProviderError, VersionConflict
@@ -120,9 +120,10 @@ async def checkpoint(run: RunState, *, settles: bool = False, marks: Sequence[Ef
         run.stored_count = written.expected_message_count + len(new)
 
 
-def write_behind(run: RunState) -> WriteBehind:
-    """The writer of ``run``'s step checkpoints behind its loop (``AgentLoop.run``, on a durable store)."""
-    return WriteBehind(partial(_write_behind, run))
+def write_behind(run: RunState, tasks: TaskGroup) -> WriteBehind:
+    """The writer of ``run``'s step checkpoints behind its loop, in the run's ``tasks`` (``AgentLoop.run``, on a
+    durable store)."""
+    return WriteBehind(write=partial(_write_behind, run), tasks=tasks)
 
 
 async def checkpoint_soon(run: RunState) -> None:
@@ -133,8 +134,7 @@ async def checkpoint_soon(run: RunState) -> None:
     if behind is None:  # in memory (``AgentLoop.run`` writes behind on every durable store)
         return
     behind.wanted = _end_of_step(run)
-    if not behind.busy:  # asyncio's own timer (anyio has none): runs only while this task lets the event loop go on
-        behind.scheduled = asyncio.get_running_loop().call_later(WRITE_BEHIND_AFTER_S, behind.start)
+    behind.schedule(WRITE_BEHIND_AFTER_S)
 
 
 async def _write_behind(run: RunState, behind: WriteBehind) -> None:
@@ -155,9 +155,7 @@ async def _write_behind(run: RunState, behind: WriteBehind) -> None:
         except Exception as exc:  # raised by the next flush, where the loop can fail the run
             behind.error, behind.wanted = exc, None
         finally:
-            behind.writer = None
-            if behind.idle is not None:
-                behind.idle.set()
+            behind.done()
 
 
 async def flush(run: RunState, *, superseded: bool = False) -> None:

@@ -43,12 +43,20 @@ class AgentLoop(RunState):
     async def run(self) -> AgentRunResult:
         if self.ledger is None:  # in memory: a checkpoint costs no more than noting it
             return await self._run_to_end()
-        self.behind = behind = write_behind(self)
-        try:
-            return await self._run_to_end()
-        finally:  # the final checkpoint has superseded what is scheduled; a write in flight ends first
-            behind.unschedule()
-            await behind.wait()
+        outcome: AgentRunResult | Exception | None = None  # None only were the group to swallow a cancellation
+        async with anyio.create_task_group() as tasks:  # the writer behind the loop runs here, never past the run
+            self.behind = behind = write_behind(self, tasks)
+            try:
+                outcome = await self._run_to_end()
+            except Exception as exc:  # raised as it is below, not in the task group's exception group
+                outcome = exc
+            finally:  # the final checkpoint has superseded what is scheduled; a write in flight ends first
+                behind.unschedule()
+                await behind.wait()
+        if isinstance(outcome, Exception):
+            raise outcome
+        assert outcome is not None
+        return outcome
 
     async def _run_to_end(self) -> AgentRunResult:
         termination: TerminationReason | None = None
