@@ -77,7 +77,7 @@ async def apply_decisions(run: RunState, decisions: Decisions) -> list[str]:
         make = run.tool_ctx(
             Phase.TOOL_GATE, ToolCall(state.call_id, state.tool_name, state.arguments), resume_input=decision
         )
-        for plugin in run.agent.plugins:
+        for plugin in run.deps.agent.plugins:
             await plugin.on_decision(make(), decision)
     await run.commit(cmd)
     return sorted(targets)
@@ -96,12 +96,12 @@ async def suspend_and_wait(run: RunState) -> TerminationReason | None:
         await run.emit(
             RunFinish(run.thread_id, run.run_id, TerminationReason.suspended(), RunResult(run.response, "waiting"))
         )
-        if run.decisions is None or not run.activation.wait_for_decisions:
+        if run.deps.decisions is None or not run.deps.activation.wait_for_decisions:
             return TerminationReason.suspended()
-        targets = await _receive_decisions(run, run.decisions)
+        targets = await _receive_decisions(run, run.deps.decisions)
         await run.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_running()))
         run.record.waiting = None
-        await run.emit(RunStart(run.thread_id, run.run_id, run.agent.id, run.activation.parent_run_id))
+        await run.emit(RunStart(run.thread_id, run.run_id, run.deps.agent.id, run.deps.activation.parent_run_id))
         blocked = await replay(run, targets)
         if blocked is not None:
             raise StopRun(blocked)
