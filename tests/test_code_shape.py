@@ -23,7 +23,7 @@ MOST_POSITIONAL = 4
 FORWARDERS = {"run", "start", "start_soon", "run_sync", "partial", "_run"}
 FOREIGN = {
     "prctl": "libc's prctl through ctypes: C arguments, by position only",
-    "_make_c_encoder": "json's C encoder factory takes its nine settings by position only",
+    "make_c_encoder": "json's C encoder factory takes its nine settings by position only",
 }
 
 

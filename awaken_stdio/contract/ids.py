@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from _random import Random  # the C generator alone: ``random`` costs start-up time (figures: bench/README.md)
+
+from awaken_stdio.contract._speed import random_generator
 
 __all__ = ["iso_ms", "new_id", "now_ms"]
 
@@ -18,7 +19,7 @@ _last_ms = 0
 _seq = 0
 # An id's 62 random bits: unique, not secret (nothing trusts an id it did not hand out), so a generator seeded from
 # the OS at import, and again in a forked child, instead of a slower getrandom call per id.
-_random = Random()
+_random = random_generator()
 os.register_at_fork(after_in_child=_random.seed)
 
 

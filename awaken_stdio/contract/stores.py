@@ -403,6 +403,10 @@ class Store(ThreadStore, RunStore, ProfileStore, SessionStore, PermissionStore, 
 
     url: str
 
+    # whether what it holds outlives this process: a run on a durable store keeps an effect ledger and writes its
+    # step ends behind its loop; in memory no crash survives, so neither buys anything
+    durable: bool
+
     @property
     def mailbox(self) -> MailboxStore:
         """The store's mailbox and effect ledger (``contract/mailbox.py``), in the same database."""

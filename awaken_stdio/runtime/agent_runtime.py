@@ -222,12 +222,12 @@ class AgentRuntime:
         try:
             loop = await self._prepare(activation, thread_id, sink, active)
             if active.cancel_requested:
-                loop.cancel.cancel()
-                loop.cancel_scope.cancel()
+                loop.deps.cancel.cancel()
+                loop.deps.cancel_scope.cancel()
             try:
                 return await loop.run()
             except UnknownKey as exc:  # the state engine knows the key's name only: say whose key it is
-                raise UnknownKey(exc.key, explain_unknown_key(self, loop.agent.id, exc.key)) from exc
+                raise UnknownKey(exc.key, explain_unknown_key(self, loop.deps.agent.id, exc.key)) from exc
         finally:
             if active.send is not None and active.receive is not None:
                 active.send.close()
@@ -260,7 +260,7 @@ class AgentRuntime:
         if activation.wait_for_decisions:
             active.send, active.receive = anyio.create_memory_object_stream[Decisions](64)
         active.cancel = CancelToken()
-        loop = AgentLoop(
+        loop = AgentLoop.start(
             agent=agent,
             resolve=self.resolve,
             activation=activation,
@@ -441,8 +441,8 @@ class AgentRuntime:
             active = matches[0]
         active.cancel_requested = True
         if active.loop is not None:
-            active.loop.cancel.cancel()
-            active.loop.cancel_scope.cancel()
+            active.loop.deps.cancel.cancel()
+            active.loop.deps.cancel_scope.cancel()
         return True
 
     async def cancel_waiting(self, run_id: str, fence: Fence | None = None) -> AgentRunResult | None:

@@ -13,9 +13,9 @@ import copy
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import fields, replace
-from json import encoder as json_encoder
 from typing import Any, TypeVar
 
+from awaken_stdio.contract._speed import compact_json
 from awaken_stdio.contract.errors import VersionConflict
 from awaken_stdio.contract.state import PersistedState
 from awaken_stdio.contract.stores import (
@@ -58,27 +58,9 @@ SortKey = tuple[int, str]
 FAR = 1 << 62
 FIRST_PAGE_KEY: SortKey = (FAR, "")
 
-_encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
-# ``JSONEncoder.encode`` builds a C encoder for every value; one built once, with the same settings, writes the same
-# text sooner (a checkpoint encodes every new message; figures: bench/README.md). Without the C accelerator, the
-# encoder itself.
-_make_c_encoder: Any = getattr(json_encoder, "c_make_encoder", None)  # CPython's accelerator (not in typeshed)
-_c_encode: Any = (
-    _make_c_encoder(None, _encoder.default, json_encoder.encode_basestring_ascii, None, ":", ",", False, False, False)
-    if _make_c_encoder is not None
-    else None
-)
+# compact, ASCII-only JSON: safe for every driver and file system, and NaN is refused, not written
+dumps = compact_json()
 loads = json.loads
-
-
-def dumps(value: Any) -> str:
-    """Compact, ASCII-only JSON: safe for every driver and file system, and NaN is refused, not written."""
-    if _c_encode is None:
-        return _encoder.encode(value)
-    try:
-        return "".join(_c_encode(value, 0))
-    except RecursionError:  # it does not look for cycles (``json`` does, for this error): a cycle never ends
-        raise ValueError("Circular reference detected") from None
 
 
 # -- records without their own JSON form ---------------------------------------------------------------------

@@ -137,6 +137,8 @@ def _prepare_dir(root: Path) -> None:
 
 
 class FileStore(BaseStore, Store):
+    durable = True
+
     def __init__(self, url: str, root: Path, lock_fd: int) -> None:
         self.url, self.root = url, root
         self._lock_fd = lock_fd

@@ -52,6 +52,8 @@ def _run_key(r: RunRecord) -> tuple[int, str]:
 
 
 class MemoryStore(BaseStore, Store):
+    durable = False  # nothing here outlives the process
+
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
         self._threads: dict[str, ThreadRecord] = {}

@@ -183,6 +183,7 @@ def _translate(exc: BaseException, where: str) -> StoreError:
 class PostgresStore(SqlStore):
     q = QUERIES
     dialect = "postgres"
+    durable = True
 
     def __init__(self, url: str, pool: asyncpg.Pool) -> None:
         self.url = url

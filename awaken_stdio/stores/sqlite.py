@@ -244,6 +244,7 @@ async def _truncate(tx: Tx) -> Sequence[Any] | None:
 class SqliteStore(SqlStore):
     q = QUERIES
     dialect = "sqlite"
+    durable = True
 
     def __init__(
         self, url: str, path: str, writer: ConnectionThread, reader: ConnectionThread, checkpointer: ConnectionThread

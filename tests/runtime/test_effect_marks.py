@@ -6,7 +6,6 @@ that changes something runs."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +118,27 @@ async def test_a_step_is_stored_while_a_slow_model_thinks_about_the_next(
         seen = await begins(store)
         result = await runtime.run("go")
         assert result.steps == 5 and len(seen) == 5, seen  # four steps behind the loop, the fifth with the end
+
+
+async def test_the_writes_behind_run_in_the_run_s_own_task_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(finish, "WRITE_BEHIND_AFTER_S", 0.005)
+    turns = [turn("step", call("read", {}), delay_ms=40), turn("done", delay_ms=40)]
+    async with open_store(f"sqlite://{tmp_path}/a.db") as store:
+        runtime = make_runtime(turns, tools=[_reader()], store=store)
+        tasks: list[anyio.TaskInfo] = []  # the task each checkpoint ran in
+        checkpoint = store.checkpoint
+
+        async def traced(cp: Any) -> None:
+            tasks.append(anyio.get_current_task())
+            await checkpoint(cp)
+
+        store.checkpoint = traced  # type: ignore[method-assign]
+        await runtime.run("go")
+        here = anyio.get_current_task().id
+        # the step behind the loop in a task the run started in its own group; the run's end in the run's task
+        assert [(t.id == here, t.parent_id == here) for t in tasks] == [(False, True), (True, False)], tasks
 
 
 async def test_read_only_steps_of_a_model_that_answers_soon_write_nothing_until_the_end(tmp_path: Path) -> None:
@@ -243,10 +263,10 @@ async def test_a_run_on_a_stored_thread_reads_it_and_its_ledger_in_one_round_tri
 
 async def test_a_writer_dropped_before_it_started_wakes_whoever_waits_for_it() -> None:
     """A flush waiting for a scheduled writer must not hang when another checkpoint supersedes that writer."""
-    behind = WriteBehind(write=lambda _: anyio.sleep(0))
-    behind.scheduled = asyncio.get_running_loop().call_later(3600, lambda: None)  # scheduled, not started
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
+            behind = WriteBehind(write=lambda _: anyio.sleep(0), tasks=tg)
+            behind.schedule(3600)  # scheduled, not started
             tg.start_soon(behind.wait)
             await anyio.wait_all_tasks_blocked()
             behind.unschedule()

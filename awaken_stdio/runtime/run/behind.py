@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from awaken_stdio.contract.inference import TokenUsage
 from awaken_stdio.contract.state import Snapshot
@@ -34,7 +35,8 @@ class EndOfStep:
 
 @dataclass(slots=True, kw_only=True)
 class WriteBehind:
-    """The step checkpoints of one run on a durable store, written behind its loop by one writer task at a time.
+    """The step checkpoints of one run on a durable store, written behind its loop by one writer at a time, a task of
+    the run's own task group (``AgentLoop.run``), which does not end before its writer does.
 
     The writer starts ``finish.WRITE_BEHIND_AFTER_S`` after a step end (a timer), unless a checkpoint that carries the
     step came first: a run whose model answers sooner carries its step ends into its next checkpoint without a task ever
@@ -42,19 +44,34 @@ class WriteBehind:
     every ``flush`` and before it returns (``AgentLoop.run``), so no write outlives it."""
 
     write: Callable[[WriteBehind], Coroutine[Any, Any, None]]  # the writer's body (``finish._write_behind``)
+    tasks: TaskGroup  # the run's: where the writer runs
     wanted: EndOfStep | None = None  # the latest step end not yet in flight
     scheduled: asyncio.TimerHandle | None = None  # the writer's start, while it has not run
-    writer: asyncio.Task[None] | None = None  # the writer, while it runs
+    writing: bool = False  # while the writer runs
     idle: anyio.Event | None = None  # made by a waiter, set by the writer when it is done
     error: Exception | None = None  # what a write behind raised, for the next ``flush`` to raise
 
     @property
     def busy(self) -> bool:
-        return self.scheduled is not None or self.writer is not None
+        return self.scheduled is not None or self.writing
+
+    def schedule(self, delay: float) -> None:
+        """Start the writer ``delay`` seconds from now, unless it is scheduled or running. The timer is asyncio's own
+        (anyio has none; a task sleeping instead would cost one for every step end, most of them superseded): it
+        fires only while the run lets the event loop go on."""
+        if not self.busy:
+            self.scheduled = asyncio.get_running_loop().call_later(delay, self.start)
 
     def start(self) -> None:
         self.scheduled = None
-        self.writer = asyncio.get_running_loop().create_task(self.write(self))
+        self.writing = True
+        self.tasks.start_soon(self.write, self)
+
+    def done(self) -> None:
+        """Called by the writer as it ends: whoever waits for it is woken."""
+        self.writing = False
+        if self.idle is not None:
+            self.idle.set()
 
     def hurry(self) -> None:
         """Start a scheduled writer now: somebody waits for its step ends to be stored."""

@@ -16,12 +16,12 @@ asked about (their outcome is unknown), and nothing that had an effect runs twic
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
 
 import anyio
+from anyio.abc import TaskGroup
 
 from awaken_stdio.contract.activation import AgentRunResult
 from awaken_stdio.contract.errors import Fenced, InvalidResume, ProviderError, VersionConflict
@@ -100,16 +100,16 @@ async def checkpoint(run: RunState, *, settles: bool = False, marks: Sequence[Ef
     """Write the new messages, the run record and the thread state in one atomic store call (after any write
     still behind the loop); when the run ends or waits (``settles``), with the dispatch executing it settled; with
     the effect-ledger ``marks`` of calls about to run."""
-    if run.store is None:
+    if run.deps.store is None:
         return
-    store = run.store
+    store = run.deps.store
     with anyio.CancelScope(shield=True):
         await flush(run, superseded=True)
         end = _end_of_step(run)
         upto, (record, thread_state) = end.upto, _written_at(run, end)
         new = run.messages[run.written : upto]
 
-        settle = run.activation.settle if settles else None
+        settle = run.deps.activation.settle if settles else None
         if settle is not None and settle.acked:  # acked when the run waited: the dispatch is over already
             settle = None
 
@@ -134,34 +134,34 @@ async def checkpoint(run: RunState, *, settles: bool = False, marks: Sequence[Ef
         run.stored_count = written.expected_message_count + len(new)
 
 
-def write_behind(run: RunState) -> WriteBehind:
-    """The writer of ``run``'s step checkpoints behind its loop (``AgentLoop.run``, on a durable store)."""
-    return WriteBehind(write=partial(_write_behind, run))
+def write_behind(run: RunState, tasks: TaskGroup) -> WriteBehind:
+    """The writer of ``run``'s step checkpoints behind its loop, in the run's ``tasks`` (``AgentLoop.run``, on a
+    durable store)."""
+    return WriteBehind(write=partial(_write_behind, run), tasks=tasks)
 
 
 async def checkpoint_soon(run: RunState) -> None:
     """A step end's checkpoint, written behind the loop on a durable store when no checkpoint carries it within
     ``WRITE_BEHIND_AFTER_S``. In memory none is: nothing there outlives the process, so the next checkpoint (a
     question, the run's end) carries this step with it."""
-    behind = run.behind
+    behind = run.deps.behind
     if behind is None:  # in memory (``AgentLoop.run`` writes behind on every durable store)
         return
     behind.wanted = _end_of_step(run)
-    if not behind.busy:  # asyncio's own timer (anyio has none): runs only while this task lets the event loop go on
-        behind.scheduled = asyncio.get_running_loop().call_later(WRITE_BEHIND_AFTER_S, behind.start)
+    behind.schedule(WRITE_BEHIND_AFTER_S)
 
 
 async def _write_behind(run: RunState, behind: WriteBehind) -> None:
     """Write the wanted step ends, latest first taken, until none is left. Shielded, and its own record of what
     reached the store is exact: a conversation written twice is the one thing a retry could not undo."""
-    assert run.store is not None
+    assert run.deps.store is not None
     with anyio.CancelScope(shield=True):
         try:
             while behind.wanted is not None and behind.error is None:
                 end, behind.wanted = behind.wanted, None
                 new = run.messages[run.written : end.upto]
                 record, thread_state = _written_at(run, end, behind=True)
-                await run.store.checkpoint(
+                await run.deps.store.checkpoint(
                     Checkpoint(
                         thread_id=run.thread_id,
                         expected_message_count=run.stored_count,
@@ -176,16 +176,14 @@ async def _write_behind(run: RunState, behind: WriteBehind) -> None:
         except Exception as exc:  # raised by the next flush, where the loop can fail the run
             behind.error, behind.wanted = exc, None
         finally:
-            behind.writer = None
-            if behind.idle is not None:
-                behind.idle.set()
+            behind.done()
 
 
 async def flush(run: RunState, *, superseded: bool = False) -> None:
     """Wait until every step end is in the store, or (``superseded``: the caller checkpoints everything next) until
     the write in flight is. A write behind that failed raises here; one that lost the thread to another writer
     (``VersionConflict``) is left for the next checkpoint, which reads the thread and writes after it."""
-    behind = run.behind
+    behind = run.deps.behind
     if behind is None:
         return
     if superseded:
@@ -279,9 +277,9 @@ async def _finish(run: RunState, termination: TerminationReason) -> None:
     if termination.type == "cancelled":
         await cancel_suspended(run, CANCELLED_WITH_RUN)
     await run.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done(termination.lifecycle_reason)))
-    run.engine.drop_pending()
+    run.deps.engine.drop_pending()
     try:
-        await run.engine.run_phase(Phase.RUN_END, run.ctx(Phase.RUN_END))
+        await run.deps.engine.run_phase(Phase.RUN_END, run.ctx(Phase.RUN_END))
     except Exception:
         log.exception("run_end hooks failed for run %s", run.run_id)
     run.record.termination = termination
@@ -331,7 +329,7 @@ async def fail(run: RunState, error: BaseException) -> None:
     try:
         await run.emit(ErrorEvent(message=termination.done_reason or "error", code=code))
         make = run.ctx(Phase.RUN_END)
-        for plugin in run.agent.plugins:
+        for plugin in run.deps.agent.plugins:
             await plugin.on_run_failed(make(), error)
     except Exception:
         log.exception("could not report the failure of run %s", run.run_id)
@@ -344,7 +342,7 @@ def result(run: RunState, termination: TerminationReason) -> AgentRunResult:
     return AgentRunResult(
         run_id=run.run_id,
         thread_id=run.thread_id,
-        agent_id=run.agent.id,
+        agent_id=run.deps.agent.id,
         response=run.response,
         termination=termination,
         steps=run.steps,

@@ -43,18 +43,18 @@ async def compact_if_needed(run: RunState) -> None:
     Tried once a run: its kept suffix is the whole latest user turn, so a second plan could not cut later. A
     failed summary is logged and the inference goes ahead with the whole conversation.
     """
-    if run.compactor_for is None or run.compaction_tried:
+    if run.deps.compactor_for is None or run.compaction_tried:
         return
-    compactor = run.compactors.get(run.agent.id)  # one per agent for the run: it caches estimates
+    compactor = run.cache.compactors.get(run.deps.agent.id)  # one per agent for the run: it caches estimates
     if compactor is None:
-        compactor = run.compactors[run.agent.id] = run.compactor_for(run.agent)
+        compactor = run.cache.compactors[run.deps.agent.id] = run.deps.compactor_for(run.deps.agent)
     view = model_view(run.messages)
-    if not compactor.needed(view, system_prompt(run), run.agent.tool_json):
+    if not compactor.needed(view, system_prompt(run), run.deps.agent.tool_json):
         return
     run.compaction_tried = True
     try:
-        report = CompactionReport(run.emit) if run.sink is not None else None
-        result = await compactor.compact(view, report, sampling=run.activation.env.sampling)
+        report = CompactionReport(run.emit) if run.deps.sink is not None else None
+        result = await compactor.compact(view, report, sampling=run.deps.activation.env.sampling)
     except Exception:
         log.warning("compaction of thread %s failed; continuing uncompacted", run.thread_id, exc_info=True)
         return
@@ -67,9 +67,9 @@ async def compact_if_needed(run: RunState) -> None:
 
 def _offered_tools(run: RunState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The tool JSON sent to the model and the descriptors offered, by name; built once per agent, not per step."""
-    agent = run.agent
-    if run.tools_for is None or run.tools_for[0] is not agent:
-        extra = run.extra_descriptors
+    agent = run.deps.agent
+    if run.cache.tools_for is None or run.cache.tools_for[0] is not agent:
+        extra = run.cache.extra_descriptors
         tool_json = agent.tool_json
         if extra:
             tool_json = tool_json + [
@@ -77,19 +77,19 @@ def _offered_tools(run: RunState) -> tuple[list[dict[str, Any]], dict[str, Any]]
             ]
         offered = {n: t.descriptor for n, t in agent.tools.items()}
         offered.update((d.name, d) for d in extra)
-        run.tools_for = (agent, tool_json, offered)
-    return run.tools_for[1], run.tools_for[2]
+        run.cache.tools_for = (agent, tool_json, offered)
+    return run.cache.tools_for[1], run.cache.tools_for[2]
 
 
 def system_prompt(run: RunState) -> str:
     """The agent's system prompt, composed with the client's instructions of the run's session, if any."""
-    own = run.agent.spec.system_prompt
-    client = run.activation.system_prompt
+    own = run.deps.agent.spec.system_prompt
+    client = run.deps.activation.system_prompt
     return own if client is None else client.apply(own)
 
 
 def build_request(run: RunState) -> InferenceRequest:
-    agent = run.agent
+    agent = run.deps.agent
     tools, offered = _offered_tools(run)
     messages = _paired(model_view(run.messages))
     if messages is run.messages:  # the request's own list: a transform or model may edit it in place
@@ -99,8 +99,8 @@ def build_request(run: RunState) -> InferenceRequest:
         messages=messages,
         tools=[dict(t) for t in tools],  # the cached descriptors' JSON stays the agent's
         system=system_prompt(run) or None,
-        overrides=dict(run.activation.overrides),
-        sampling=run.activation.env.sampling,
+        overrides=dict(run.deps.activation.overrides),
+        sampling=run.deps.activation.env.sampling,
     )
     if agent.registrar.transforms:
         ctx = run.ctx(Phase.BEFORE_INFERENCE, offered_tools=dict(offered))()
@@ -116,8 +116,8 @@ async def infer(run: RunState, message_id: str) -> StreamResult:
     started = time.monotonic()
     run.partial_text = []
     run.partial_id = message_id
-    emit = run.sink is not None
-    async for chunk in run.agent.executor.stream(request):
+    emit = run.deps.sink is not None
+    async for chunk in run.deps.agent.executor.stream(request):
         if type(chunk) is TextChunk:
             if (text := valid_text(chunk.text)) is not chunk.text:
                 chunk = TextChunk(text=text)
@@ -157,7 +157,10 @@ async def infer(run: RunState, message_id: str) -> StreamResult:
         duration = int((time.monotonic() - started) * 1000)
         await run.emit(
             InferenceComplete(
-                model=run.agent.model_name, usage=result.usage, duration_ms=duration, stop_reason=result.stop_reason
+                model=run.deps.agent.model_name,
+                usage=result.usage,
+                duration_ms=duration,
+                stop_reason=result.stop_reason,
             )
         )
     return result

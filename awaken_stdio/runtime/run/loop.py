@@ -38,23 +38,33 @@ SUPERSEDED = "[tool call superseded by a new user message]"
 class AgentLoop(RunState):
     """Runs one activation to its end (or to a suspension). Built and driven by :class:`AgentRuntime`."""
 
+    __slots__ = ()
+
     # -- the run ------------------------------------------------------------------------------------------------
 
     async def run(self) -> AgentRunResult:
-        if self.ledger is None:  # in memory: a checkpoint costs no more than noting it
+        if self.deps.ledger is None:  # in memory: a checkpoint costs no more than noting it
             return await self._run_to_end()
-        self.behind = behind = write_behind(self)
-        try:
-            return await self._run_to_end()
-        finally:  # the final checkpoint has superseded what is scheduled; a write in flight ends first
-            behind.unschedule()
-            await behind.wait()
+        outcome: AgentRunResult | Exception | None = None  # None only were the group to swallow a cancellation
+        async with anyio.create_task_group() as tasks:  # the writer behind the loop runs here, never past the run
+            self.deps.behind = behind = write_behind(self, tasks)
+            try:
+                outcome = await self._run_to_end()
+            except Exception as exc:  # raised as it is below, not in the task group's exception group
+                outcome = exc
+            finally:  # the final checkpoint has superseded what is scheduled; a write in flight ends first
+                behind.unschedule()
+                await behind.wait()
+        if isinstance(outcome, Exception):
+            raise outcome
+        assert outcome is not None
+        return outcome
 
     async def _run_to_end(self) -> AgentRunResult:
         termination: TerminationReason | None = None
         error: BaseException | None = None
         try:
-            with self.cancel_scope:
+            with self.deps.cancel_scope:
                 try:
                     termination = await self._run()
                 except StopRun as stop:
@@ -64,14 +74,18 @@ class AgentLoop(RunState):
         except anyio.get_cancelled_exc_class():
             # Cancelled from outside (the caller's scope, a delegating parent's tool task): record the run
             # cancelled like ``AgentRuntime.cancel`` does, then let the cancellation go on.
-            self.cancel.cancel()
+            self.deps.cancel.cancel()
             with anyio.CancelScope(shield=True):
                 await finish_or_fail(self, TerminationReason.cancelled())
             raise
         cancelled_while_suspending = (
-            self.cancel.cancelled and termination is not None and termination.type == "suspended"
+            self.deps.cancel.cancelled and termination is not None and termination.type == "suspended"
         )
-        if self.cancel_scope.cancelled_caught or cancelled_while_suspending or (termination is None and error is None):
+        if (
+            self.deps.cancel_scope.cancelled_caught
+            or cancelled_while_suspending
+            or (termination is None and error is None)
+        ):
             # a cancel that lands while the run reports its suspension (e.g. from the sink) meets no await
             # afterwards: the run must still end cancelled, not wait for a decision nobody will give
             termination = TerminationReason.cancelled()
@@ -93,8 +107,8 @@ class AgentLoop(RunState):
             RunStart(
                 thread_id=self.thread_id,
                 run_id=self.run_id,
-                agent_id=self.agent.id,
-                parent_run_id=self.activation.parent_run_id,
+                agent_id=self.deps.agent.id,
+                parent_run_id=self.deps.activation.parent_run_id,
             )
         )
         resumed_targets = await self._prepare()
@@ -114,7 +128,7 @@ class AgentLoop(RunState):
                 outcome = await suspend_and_wait(self)
                 if outcome is not None:
                     return outcome
-        await self.engine.run_phase(Phase.RUN_START, self.ctx(Phase.RUN_START))
+        await self.deps.engine.run_phase(Phase.RUN_START, self.ctx(Phase.RUN_START))
         while True:
             termination = await self._step()
             if termination is None:
@@ -127,11 +141,11 @@ class AgentLoop(RunState):
 
     async def _prepare(self) -> list[str]:
         """Start the lifecycle, supersede stale suspensions, append the new messages, apply seeded decisions."""
-        a = self.activation
+        a = self.deps.activation
         lifecycle = StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.start(self.run_id))
         batch = MutationBatch()
-        for plugin in self.agent.plugins:
-            plugin.on_activate(self.agent.spec, batch)
+        for plugin in self.deps.agent.plugins:
+            plugin.on_activate(self.deps.agent.spec, batch)
         lifecycle.patch.extend(batch)
         await self.commit(lifecycle)
         stale = await recover_effects(self)
@@ -152,30 +166,30 @@ class AgentLoop(RunState):
         """Append the activation's messages (once)."""
         if not self.input_appended:
             self.input_appended = True
-            for m in self.activation.messages:
+            for m in self.deps.activation.messages:
                 self.messages.append(m if m.run_id else replace(m, run_id=self.run_id))
                 self.record.input_message_ids.append(m.id)
 
     # -- one step -----------------------------------------------------------------------------------------------
 
     async def _step(self) -> TerminationReason | None:
-        if self.cancel.cancelled:
+        if self.deps.cancel.cancelled:
             return TerminationReason.cancelled()
         await self._maybe_handoff()
         assistant_id = new_id()
         await self.emit(StepStart(message_id=assistant_id, step=self.steps + 1))
         await self.commit(StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.clear()))
-        await self.engine.run_phase(Phase.STEP_START, self.ctx(Phase.STEP_START))
-        before = await self.engine.collect_commands(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
+        await self.deps.engine.run_phase(Phase.STEP_START, self.ctx(Phase.STEP_START))
+        before = await self.deps.engine.collect_commands(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
         await self.commit(before)
-        await self.engine.run_actions(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
+        await self.deps.engine.run_actions(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
         await compact_if_needed(self)
 
         try:
             response = await infer(self, assistant_id)
         except ModelAnswerPending as pending:
             return await self._wait_for_model(str(pending))
-        await self.engine.run_phase(Phase.AFTER_INFERENCE, self.ctx(Phase.AFTER_INFERENCE, response=response))
+        await self.deps.engine.run_phase(Phase.AFTER_INFERENCE, self.ctx(Phase.AFTER_INFERENCE, response=response))
 
         message = Message(
             role="assistant",
@@ -224,7 +238,7 @@ class AgentLoop(RunState):
         now when the step ``asks`` somebody something (the question must find it stored), else behind the loop."""
         self.steps += 1
         await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.step_completed()))
-        await self.engine.run_phase(Phase.STEP_END, self.ctx(Phase.STEP_END))
+        await self.deps.engine.run_phase(Phase.STEP_END, self.ctx(Phase.STEP_END))
         if asks:
             await checkpoint(self, settles=True)
         elif not last:
@@ -233,7 +247,7 @@ class AgentLoop(RunState):
         await self.emit(StepEnd(step=self.steps))
 
     def _stop_policy(self, response: StreamResult) -> TerminationReason | None:
-        spec = self.agent.spec
+        spec = self.deps.agent.spec
         if response.tool_calls and spec.max_rounds and self.inferences >= spec.max_rounds:
             return TerminationReason.stopped("max_rounds", f"reached {spec.max_rounds} rounds")
         if spec.max_tokens is not None and self.usage.total_tokens >= spec.max_tokens:
@@ -252,19 +266,19 @@ class AgentLoop(RunState):
         if self.state.key(ACTIVE_AGENT_ID.key) is None:
             return
         target = self.state.snapshot().get(ACTIVE_AGENT_ID)
-        if not target or target == self.agent.id:
+        if not target or target == self.deps.agent.id:
             return
         try:
-            new_agent = self.resolve(target)
+            new_agent = self.deps.resolve(target)
         except Exception as exc:
             raise StopRun(TerminationReason.blocked(f"handoff resolve failed: {exc}")) from exc
         batch = MutationBatch()
-        for plugin in self.agent.plugins:
+        for plugin in self.deps.agent.plugins:
             plugin.on_deactivate(batch)
         for plugin in new_agent.plugins:
             plugin.on_activate(new_agent.spec, batch)
-        self.agent = new_agent
+        self.deps.agent = new_agent
         self.record.agent_id = new_agent.id
-        self.identity = self.record.identity()
-        self.engine.hooks = new_agent.hooks
+        self.cache.identity = self.record.identity()
+        self.deps.engine.hooks = new_agent.hooks
         await self.commit(StateCommand(patch=batch))

@@ -21,7 +21,7 @@ async def recover_effects(run: RunState) -> set[str]:
     ``unknown_after_crash`` and offered for approval again, saying so, never silently run again. Returns the ids of
     the decisions those unknown attempts ran under: they cannot approve the call a second time.
     """
-    if run.ledger is None or not run.open_effects:  # read with the thread; a thread made for this run has no past
+    if run.deps.ledger is None or not run.open_effects:  # read with the thread; a thread made for this run has no past
         return set()
     answered = {m.tool_call_id for m in run.messages if m.role == "tool"}
     effects = [e for e in run.open_effects if e.call_id not in answered]
@@ -32,7 +32,7 @@ async def recover_effects(run: RunState) -> set[str]:
     states = run.tool_states()
     with anyio.CancelScope(shield=True):
         started = [e.call_id for e in effects if e.status == "started"]
-        await run.ledger.mark_effects_unknown(run.thread_id, started, now_ms(), run.fence)
+        await run.deps.ledger.mark_effects_unknown(run.thread_id, started, now_ms(), run.fence)
     for e in effects:
         state = states.get(e.call_id)
         if e.status == "unknown_after_crash" and state is not None and state.status == "suspended":

@@ -79,7 +79,7 @@ async def apply_decisions(run: RunState, decisions: Decisions) -> list[str]:
             ToolCall(id=state.call_id, name=state.tool_name, arguments=state.arguments),
             resume_input=decision,
         )
-        for plugin in run.agent.plugins:
+        for plugin in run.deps.agent.plugins:
             await plugin.on_decision(make(), decision)
     await run.commit(cmd)
     return sorted(targets)
@@ -103,17 +103,17 @@ async def suspend_and_wait(run: RunState) -> TerminationReason | None:
                 result=RunResult(response=run.response, status="waiting"),
             )
         )
-        if run.decisions is None or not run.activation.wait_for_decisions:
+        if run.deps.decisions is None or not run.deps.activation.wait_for_decisions:
             return TerminationReason.suspended()
-        targets = await _receive_decisions(run, run.decisions)
+        targets = await _receive_decisions(run, run.deps.decisions)
         await run.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_running()))
         run.record.waiting = None
         await run.emit(
             RunStart(
                 thread_id=run.thread_id,
                 run_id=run.run_id,
-                agent_id=run.agent.id,
-                parent_run_id=run.activation.parent_run_id,
+                agent_id=run.deps.agent.id,
+                parent_run_id=run.deps.activation.parent_run_id,
             )
         )
         blocked = await replay(run, targets)

@@ -51,7 +51,7 @@ _RAW_ARGUMENTS = "__raw_arguments"  # what StreamAccumulator keeps of arguments 
 
 
 async def gate(run: RunState, call: ToolCall, tool: Tool, resume_input: ToolCallResume | None) -> GateDecision | None:
-    gates = run.agent.registrar.gates
+    gates = run.deps.agent.registrar.gates
     if not gates:
         return None
     make = run.tool_ctx(Phase.TOOL_GATE, call, tool, resume_input=resume_input)
@@ -78,7 +78,7 @@ async def run_tools(run: RunState, calls: tuple[ToolCall, ...] | list[ToolCall])
     Returns the termination a call decided: ``blocked`` by a gate, or ``error`` when a tool raised a fatal
     ``ToolError`` (the calls after it are interrupted, and the model is not called again).
     """
-    executor = executor_for(run.agent.spec.tool_executor)
+    executor = executor_for(run.deps.agent.spec.tool_executor)
     batch: list[ToolCall] = []
 
     async def flush() -> bool:
@@ -132,7 +132,7 @@ async def invoke(
     if tool is None:
         return not_found(call)
     resume = state.resume_input if state else None
-    before = await run.engine.collect_commands(
+    before = await run.deps.engine.collect_commands(
         Phase.BEFORE_TOOL_EXECUTE, run.tool_ctx(Phase.BEFORE_TOOL_EXECUTE, call, tool, resume_input=resume)
     )
     await run.commit(before)
@@ -208,7 +208,7 @@ async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: Too
     call does not run). A crash before its result is checkpointed leaves the outcome unknown, visible to every
     decider and asked about, never silently run again. A read-only tool needs none (running it again changes
     nothing). The checkpoint that appends the result settles the mark. A store that failed fails the run here."""
-    if run.ledger is None or tool.descriptor.read_only:
+    if run.deps.ledger is None or tool.descriptor.read_only:
         return False
     decision = resume.decision_id if resume is not None else None
     token = run.fence.claim_token if run.fence is not None else None
@@ -221,11 +221,11 @@ async def _effect_started(run: RunState, call: ToolCall, tool: Tool, resume: Too
         decision_id=decision,
         claim_token=token,
     )
-    async with run.marking:  # calls run in parallel mark one at a time: each checkpoint follows the last
+    async with run.deps.marking:  # calls run in parallel mark one at a time: each checkpoint follows the last
         if _stored(run, call):  # an approved call: its step was stored when it asked, the run still reads waiting
             await flush(run)
             with anyio.CancelScope(shield=True):
-                await run.ledger.effect_started(record, run.fence)
+                await run.deps.ledger.effect_started(record, run.fence)
         else:
             await checkpoint(run, marks=[record])
     return True
@@ -243,10 +243,10 @@ def _stored(run: RunState, call: ToolCall) -> bool:
 
 async def _effect_finished(run: RunState, call: ToolCall, result: ToolResult | None) -> None:
     """The ``finished`` mark with the result to report after a crash (``None``: nothing to report)."""
-    if run.ledger is not None:
+    if run.deps.ledger is not None:
         data = result.to_json() if result is not None else None
         with anyio.CancelScope(shield=True):
-            await run.ledger.effect_finished(run.thread_id, call.id, result=data, now=now_ms(), fence=run.fence)
+            await run.deps.ledger.effect_finished(run.thread_id, call.id, result=data, now=now_ms(), fence=run.fence)
 
 
 async def after_tool(
@@ -257,7 +257,7 @@ async def after_tool(
     command: StateCommand,
     resume: ToolCallResume | None = None,
 ) -> CallResult:
-    after = await run.engine.collect_commands(
+    after = await run.deps.engine.collect_commands(
         Phase.AFTER_TOOL_EXECUTE,
         run.tool_ctx(Phase.AFTER_TOOL_EXECUTE, call, tool, tool_result=result, resume_input=resume),
     )
