@@ -67,6 +67,8 @@ async def commit_call(run: RunState, outcome: CallResult, *, resumed: bool = Fal
     text = (TextBlock(result.text_for_model()),)
     message = Message("tool", text, tool_call_id=call.id, run_id=run.run_id, metadata=metadata)
     run.messages.append(message)
+    if run.sink is None:  # an event is built only for someone who listens
+        return
     if resumed:
         await run.emit(ToolCallResumed(call.id, _resumed_payload(result), status, result))
     else:
