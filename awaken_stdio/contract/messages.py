@@ -288,17 +288,12 @@ def valid_value(value: Any) -> Any:
     if isinstance(value, str):
         return valid_text(value)
     if isinstance(value, dict):
-        cleaned = {valid_text(k) if isinstance(k, str) else k: valid_value(v) for k, v in value.items()}
-        return value if _same_dict(value, cleaned) else cleaned
+        for k, v in value.items():  # checked first, copied only when something must change (rarely)
+            if (isinstance(k, str) and valid_text(k) is not k) or valid_value(v) is not v:
+                return {valid_text(k) if isinstance(k, str) else k: valid_value(v) for k, v in value.items()}
+        return value
     if isinstance(value, list | tuple):
-        items = [valid_value(v) for v in value]
-        if all(a is b for a, b in zip(value, items, strict=True)):
-            return value
-        return type(value)(items)
+        for v in value:
+            if valid_value(v) is not v:
+                return type(value)([valid_value(v) for v in value])
     return value
-
-
-def _same_dict(old: dict[Any, Any], new: dict[Any, Any]) -> bool:
-    if len(old) != len(new):  # two keys became one
-        return False
-    return all(k1 is k2 and v1 is v2 for (k1, v1), (k2, v2) in zip(old.items(), new.items(), strict=True))

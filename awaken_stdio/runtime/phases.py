@@ -47,6 +47,15 @@ class PhaseEngine:
         a handoff replaces the whole table."""
         return self.hooks.get(phase, ())
 
+    def idle(self, phase: Phase) -> bool:
+        """Whether running ``phase`` would do nothing (no hook of it, no action queued): the caller then builds no
+        context for it either. Most phases of most agents have no hook, and a step runs about six."""
+        return not self.pending and not self.hooks.get(phase)
+
+    def hooked(self, phase: Phase) -> bool:
+        """Whether ``collect_commands(phase)`` would run a hook, i.e. return anything but an empty command."""
+        return bool(self.hooks.get(phase))
+
     # -- submitting commands ------------------------------------------------------------------------------------
 
     def validate(self, cmd: StateCommand) -> None:
@@ -60,7 +69,8 @@ class PhaseEngine:
 
     async def submit(self, cmd: StateCommand) -> int:
         """Commit the patch, queue its actions, then dispatch its effects with the post-commit snapshot."""
-        self.validate(cmd)
+        if cmd.scheduled_actions or cmd.effects:  # most commands have neither: nothing to check
+            self.validate(cmd)
         revision = self.store.commit(cmd.patch)
         for action in cmd.scheduled_actions:
             self._next_action_id += 1

@@ -69,6 +69,8 @@ async def commit_call(run: RunState, outcome: CallResult, *, resumed: bool = Fal
     text = (TextBlock(text=result.text_for_model()),)
     message = Message(role="tool", content=text, tool_call_id=call.id, run_id=run.run_id, metadata=metadata)
     run.messages.append(message)
+    if run.deps.sink is None:  # an event is built only for someone who listens
+        return
     if resumed:
         await run.emit(
             ToolCallResumed(target_id=call.id, result=_resumed_payload(result), outcome=status, tool_result=result)

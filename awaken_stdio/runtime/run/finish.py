@@ -279,7 +279,8 @@ async def _finish(run: RunState, termination: TerminationReason) -> None:
     await run.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.done(termination.lifecycle_reason)))
     run.deps.engine.drop_pending()
     try:
-        await run.deps.engine.run_phase(Phase.RUN_END, run.ctx(Phase.RUN_END))
+        if not run.deps.engine.idle(Phase.RUN_END):
+            await run.deps.engine.run_phase(Phase.RUN_END, run.ctx(Phase.RUN_END))
     except Exception:
         log.exception("run_end hooks failed for run %s", run.run_id)
     run.record.termination = termination
@@ -287,16 +288,11 @@ async def _finish(run: RunState, termination: TerminationReason) -> None:
     if termination.type == "error":
         run.record.error = str(termination.value)
     await checkpoint(run, settles=True)
-    await run.emit_state()
-    status = run.record.display_status
-    await run.emit(
-        RunFinish(
-            thread_id=run.thread_id,
-            run_id=run.run_id,
-            termination=termination,
-            result=RunResult(response=run.response, status=status, status_reason=termination.done_reason),
-        )
-    )
+    if run.deps.sink is not None:
+        await run.emit_state()
+        status = run.record.display_status
+        result = RunResult(response=run.response, status=status, status_reason=termination.done_reason)
+        await run.emit(RunFinish(thread_id=run.thread_id, run_id=run.run_id, termination=termination, result=result))
 
 
 async def finish_or_fail(run: RunState, termination: TerminationReason) -> Exception | None:

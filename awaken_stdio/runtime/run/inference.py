@@ -37,32 +37,34 @@ __all__ = ["build_request", "compact_if_needed", "infer"]
 log = logging.getLogger(__name__)
 
 
-async def compact_if_needed(run: RunState) -> None:
+async def compact_if_needed(run: RunState) -> list[Message] | None:
     """Summarise the older turns first when the request nears the model's context window.
 
     Tried once a run: its kept suffix is the whole latest user turn, so a second plan could not cut later. A
-    failed summary is logged and the inference goes ahead with the whole conversation.
+    failed summary is logged and the inference goes ahead with the whole conversation. Returns the conversation's
+    model view when it worked it out and no summary changed it since, for the request to reuse (``infer``).
     """
     if run.deps.compactor_for is None or run.compaction_tried:
-        return
+        return None
     compactor = run.cache.compactors.get(run.deps.agent.id)  # one per agent for the run: it caches estimates
     if compactor is None:
         compactor = run.cache.compactors[run.deps.agent.id] = run.deps.compactor_for(run.deps.agent)
     view = model_view(run.messages)
     if not compactor.needed(view, system_prompt(run), run.deps.agent.tool_json):
-        return
+        return view
     run.compaction_tried = True
     try:
         report = CompactionReport(run.emit) if run.deps.sink is not None else None
         result = await compactor.compact(view, report, sampling=run.deps.activation.env.sampling)
     except Exception:
         log.warning("compaction of thread %s failed; continuing uncompacted", run.thread_id, exc_info=True)
-        return
+        return None
     if result.usage is not None:
         run.usage = run.usage + result.usage
     if result.summary is not None:
         run.messages.append(replace(result.summary, run_id=run.run_id))  # durable at the step's checkpoint
     log.info("thread %s: %s", run.thread_id, result.describe())
+    return None
 
 
 def _offered_tools(run: RunState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -88,10 +90,11 @@ def system_prompt(run: RunState) -> str:
     return own if client is None else client.apply(own)
 
 
-def build_request(run: RunState) -> InferenceRequest:
+def build_request(run: RunState, view: list[Message] | None = None) -> InferenceRequest:
+    """The request for the conversation's model ``view`` (worked out here when not given)."""
     agent = run.deps.agent
     tools, offered = _offered_tools(run)
-    messages = _paired(model_view(run.messages))
+    messages = _paired(model_view(run.messages) if view is None else view)
     if messages is run.messages:  # the request's own list: a transform or model may edit it in place
         messages = list(messages)
     request = InferenceRequest(
@@ -109,8 +112,8 @@ def build_request(run: RunState) -> InferenceRequest:
     return request
 
 
-async def infer(run: RunState, message_id: str) -> StreamResult:
-    request = build_request(run)
+async def infer(run: RunState, message_id: str, view: list[Message] | None = None) -> StreamResult:
+    request = build_request(run, view)
     acc = StreamAccumulator()
     ids: dict[int, str] = {}
     started = time.monotonic()
@@ -182,7 +185,7 @@ def _paired(messages: list[Message]) -> list[Message]:
     gets a synthetic "interrupted" result right after its assistant message, so providers accept the history.
     """
     answered = {m.tool_call_id for m in messages if m.role == "tool"}
-    if all(c.id in answered for m in messages if m.tool_calls for c in m.tool_calls):
+    if answered.issuperset([c.id for m in messages for c in m.tool_calls]):  # once a step: no generator
         return messages
     out: list[Message] = []
     for m in messages:

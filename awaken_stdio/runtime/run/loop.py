@@ -20,6 +20,7 @@ from awaken_stdio.contract.inference import StreamResult
 from awaken_stdio.contract.lifecycle import TerminationReason
 from awaken_stdio.contract.messages import Message, TextBlock
 from awaken_stdio.contract.state import MutationBatch, StateCommand
+from awaken_stdio.runtime.handoff import ACTIVE_AGENT_ID
 from awaken_stdio.runtime.plugins import Phase
 from awaken_stdio.runtime.run.calls import cancel_suspended, set_waiting
 from awaken_stdio.runtime.run.finish import checkpoint, checkpoint_soon, fail, finish_or_fail, result, write_behind
@@ -103,14 +104,15 @@ class AgentLoop(RunState):
         return result(self, termination)
 
     async def _run(self) -> TerminationReason:
-        await self.emit(
-            RunStart(
-                thread_id=self.thread_id,
-                run_id=self.run_id,
-                agent_id=self.deps.agent.id,
-                parent_run_id=self.deps.activation.parent_run_id,
+        if self.deps.sink is not None:  # an event is built only for someone who listens
+            await self.emit(
+                RunStart(
+                    thread_id=self.thread_id,
+                    run_id=self.run_id,
+                    agent_id=self.deps.agent.id,
+                    parent_run_id=self.deps.activation.parent_run_id,
+                )
             )
-        )
         resumed_targets = await self._prepare()
         if self.record.status == "waiting" or resumed_targets:
             await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.set_running()))
@@ -128,7 +130,8 @@ class AgentLoop(RunState):
                 outcome = await suspend_and_wait(self)
                 if outcome is not None:
                     return outcome
-        await self.deps.engine.run_phase(Phase.RUN_START, self.ctx(Phase.RUN_START))
+        if not self.deps.engine.idle(Phase.RUN_START):
+            await self.deps.engine.run_phase(Phase.RUN_START, self.ctx(Phase.RUN_START))
         while True:
             termination = await self._step()
             if termination is None:
@@ -177,19 +180,24 @@ class AgentLoop(RunState):
             return TerminationReason.cancelled()
         await self._maybe_handoff()
         assistant_id = new_id()
-        await self.emit(StepStart(message_id=assistant_id, step=self.steps + 1))
+        if self.deps.sink is not None:
+            await self.emit(StepStart(message_id=assistant_id, step=self.steps + 1))
         await self.commit(StateCommand().update(TOOL_CALL_STATES, ToolCallStatesUpdate.clear()))
-        await self.deps.engine.run_phase(Phase.STEP_START, self.ctx(Phase.STEP_START))
-        before = await self.deps.engine.collect_commands(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
-        await self.commit(before)
-        await self.deps.engine.run_actions(Phase.BEFORE_INFERENCE, self.ctx(Phase.BEFORE_INFERENCE))
-        await compact_if_needed(self)
+        engine = self.deps.engine  # a phase nobody hooks (and no action is due in) is skipped, its context unbuilt
+        if not engine.idle(Phase.STEP_START):
+            await engine.run_phase(Phase.STEP_START, self.ctx(Phase.STEP_START))
+        if not engine.idle(Phase.BEFORE_INFERENCE):
+            before = self.ctx(Phase.BEFORE_INFERENCE)
+            await self.commit(await engine.collect_commands(Phase.BEFORE_INFERENCE, before))
+            await engine.run_actions(Phase.BEFORE_INFERENCE, before)
+        view = await compact_if_needed(self)
 
         try:
-            response = await infer(self, assistant_id)
+            response = await infer(self, assistant_id, view)
         except ModelAnswerPending as pending:
             return await self._wait_for_model(str(pending))
-        await self.deps.engine.run_phase(Phase.AFTER_INFERENCE, self.ctx(Phase.AFTER_INFERENCE, response=response))
+        if not engine.idle(Phase.AFTER_INFERENCE):
+            await engine.run_phase(Phase.AFTER_INFERENCE, self.ctx(Phase.AFTER_INFERENCE, response=response))
 
         message = Message(
             role="assistant",
@@ -238,13 +246,15 @@ class AgentLoop(RunState):
         now when the step ``asks`` somebody something (the question must find it stored), else behind the loop."""
         self.steps += 1
         await self.commit(StateCommand().update(RUN_LIFECYCLE, LifecycleUpdate.step_completed()))
-        await self.deps.engine.run_phase(Phase.STEP_END, self.ctx(Phase.STEP_END))
+        if not self.deps.engine.idle(Phase.STEP_END):
+            await self.deps.engine.run_phase(Phase.STEP_END, self.ctx(Phase.STEP_END))
         if asks:
             await checkpoint(self, settles=True)
         elif not last:
             await checkpoint_soon(self)
-        await self.emit_state()
-        await self.emit(StepEnd(step=self.steps))
+        if self.deps.sink is not None:
+            await self.emit_state()
+            await self.emit(StepEnd(step=self.steps))
 
     def _stop_policy(self, response: StreamResult) -> TerminationReason | None:
         spec = self.deps.agent.spec
@@ -261,8 +271,6 @@ class AgentLoop(RunState):
     # -- handoff ------------------------------------------------------------------------------------------------
 
     async def _maybe_handoff(self) -> None:
-        from awaken_stdio.runtime.handoff import ACTIVE_AGENT_ID
-
         if self.state.key(ACTIVE_AGENT_ID.key) is None:
             return
         target = self.state.snapshot().get(ACTIVE_AGENT_ID)

@@ -79,6 +79,7 @@ async def run_tools(run: RunState, calls: tuple[ToolCall, ...] | list[ToolCall])
     ``ToolError`` (the calls after it are interrupted, and the model is not called again).
     """
     executor = executor_for(run.deps.agent.spec.tool_executor)
+    gated = bool(run.deps.agent.registrar.gates)  # else no call is gated: no coroutine per call to learn it
     batch: list[ToolCall] = []
 
     async def flush() -> bool:
@@ -94,7 +95,7 @@ async def run_tools(run: RunState, calls: tuple[ToolCall, ...] | list[ToolCall])
         if tool is None:
             batch.append(call)  # invoke reports "tool 'X' not found"
             continue
-        decision = await gate(run, call, tool, None)
+        decision = await gate(run, call, tool, None) if gated else None
         if decision is not None and batch:
             if not await flush():
                 await interrupt(run, calls[i:])
@@ -132,10 +133,9 @@ async def invoke(
     if tool is None:
         return not_found(call)
     resume = state.resume_input if state else None
-    before = await run.deps.engine.collect_commands(
-        Phase.BEFORE_TOOL_EXECUTE, run.tool_ctx(Phase.BEFORE_TOOL_EXECUTE, call, tool, resume_input=resume)
-    )
-    await run.commit(before)
+    if run.deps.engine.hooked(Phase.BEFORE_TOOL_EXECUTE):  # else no context is built for nobody
+        ctx = run.tool_ctx(Phase.BEFORE_TOOL_EXECUTE, call, tool, resume_input=resume)
+        await run.commit(await run.deps.engine.collect_commands(Phase.BEFORE_TOOL_EXECUTE, ctx))
     ctx = run.call_context(call, snapshot or run.state.snapshot(), state)
     started = False
 
@@ -144,7 +144,9 @@ async def invoke(
         started = await _effect_started(run, call, tool, resume)
 
     try:
-        done = await execute_tool(tool, call.arguments, ctx, before=mark, passing=(Fenced,))
+        # in memory there is no ledger to mark anything in
+        before = mark if run.deps.ledger is not None else None
+        done = await execute_tool(tool, call.arguments, ctx, before=before, passing=(Fenced,))
     except anyio.get_cancelled_exc_class():
         if started:  # cancelled with the run, in a live process: not an unknown outcome to ask about later
             with contextlib.suppress(Fenced):  # unless the run is another holder's now: its ledger, not ours
@@ -257,11 +259,10 @@ async def after_tool(
     command: StateCommand,
     resume: ToolCallResume | None = None,
 ) -> CallResult:
-    after = await run.deps.engine.collect_commands(
-        Phase.AFTER_TOOL_EXECUTE,
-        run.tool_ctx(Phase.AFTER_TOOL_EXECUTE, call, tool, tool_result=result, resume_input=resume),
-    )
-    return CallResult(call=call, result=result, command=command.extend(after))
+    if run.deps.engine.hooked(Phase.AFTER_TOOL_EXECUTE):
+        ctx = run.tool_ctx(Phase.AFTER_TOOL_EXECUTE, call, tool, tool_result=result, resume_input=resume)
+        command.extend(await run.deps.engine.collect_commands(Phase.AFTER_TOOL_EXECUTE, ctx))
+    return CallResult(call=call, result=result, command=command)
 
 
 def not_found(call: ToolCall) -> CallResult:
