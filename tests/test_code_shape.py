@@ -120,3 +120,16 @@ def test_the_scan_sees_what_it_forbids() -> None:
     assert count("tx.execute(q.thread_save, a, b, c, d, e)") == count("self._all(SELECT, a, b, c, d, e)") == 0
     assert count("tg.start_soon(serve, a, b, c, d)") == 4
     assert count("tg.start_soon(serve, a, b, c, d, e)") == 5
+
+
+MOST_LINES = 600
+
+
+def test_no_module_is_over_600_lines() -> None:
+    """A module past 600 lines holds more than one job: cut it where the jobs part (issue 29's rule)."""
+    long = [
+        f"{path.relative_to(PACKAGE.parent)}: {n} lines"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MOST_LINES
+    ]
+    assert not long, long
