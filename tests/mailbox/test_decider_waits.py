@@ -27,6 +27,24 @@ def go() -> RunActivation:
     return RunActivation(messages=[Message.user("go")], thread_id="t", wait_for_decisions=True)
 
 
+def two_calls(c1_done: anyio.Event) -> tuple[MailboxService, FnTool, FnTool]:
+    """A service whose run asks about two calls at once: ``first`` (``c1``) runs until ``c1_done``, ``second``
+    (``c2``) at once."""
+
+    async def slow(args: dict[str, Any], ctx: ToolCallContext) -> Any:
+        await c1_done.wait()
+        return "slow done"
+
+    first, second = FnTool("first", slow), FnTool("second")
+    runtime = make_runtime(
+        [turn("", call("first", id="c1"), call("second", id="c2")), turn("done")],
+        tools=[first, second],
+        plugins=[AskPermission()],
+    )
+    config = MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000)
+    return MailboxService(runtime=runtime, config=config), first, second
+
+
 async def test_the_deciders_own_poller_leaves_its_row_alone() -> None:
     """The holder (another process) pauses past its lease while a decider here waits for it. The poller here runs
     between the lapse and the decider's next look: without the guard it would claim the row and run the tool, and
@@ -85,20 +103,8 @@ async def test_a_decision_for_a_run_still_busy_here_returns_once_taken() -> None
     ``c2`` taken here now cannot be handed over yet: it returns only once the run, waiting again, took it over, and
     each call runs once."""
     c1_done = anyio.Event()
-
-    async def slow(args: dict[str, Any], ctx: ToolCallContext) -> Any:
-        await c1_done.wait()
-        return "slow done"
-
-    first, second = FnTool("first", slow), FnTool("second")
-    runtime = make_runtime(
-        [turn("", call("first", id="c1"), call("second", id="c2")), turn("done")],
-        tools=[first, second],
-        plugins=[AskPermission()],
-    )
-    service = MailboxService(
-        runtime=runtime, config=MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000)
-    )
+    service, first, second = two_calls(c1_done)
+    runtime = service.runtime
     finished: list[AgentRunResult] = []
     decided: list[object] = []
 
@@ -149,20 +155,8 @@ async def test_a_decision_the_busy_holder_lets_go_of_is_run_by_its_decider() -> 
     more. A decision for ``c2`` taken here meanwhile is left to it, but the worker ends with the run waiting again
     without taking it: the decider then claims its own row and runs it, and says so with the run's result."""
     c1_done = anyio.Event()
-
-    async def slow(args: dict[str, Any], ctx: ToolCallContext) -> Any:
-        await c1_done.wait()
-        return "slow done"
-
-    first, second = FnTool("first", slow), FnTool("second")
-    runtime = make_runtime(
-        [turn("", call("first", id="c1"), call("second", id="c2")), turn("done")],
-        tools=[first, second],
-        plugins=[AskPermission()],
-    )
-    service = MailboxService(
-        runtime=runtime, config=MailboxConfig(poll_every_s=0.01, renew_every_s=0.05, lease_ms=2_000)
-    )
+    service, first, second = two_calls(c1_done)
+    runtime = service.runtime
     waiting = await service.submit(RunActivation(messages=[Message.user("go")], thread_id="t"))
     assert waiting.status == "waiting" and {t.tool_call_id for t in waiting.pending} == {"c1", "c2"}
     record = await service.waiting(waiting.run_id)
