@@ -108,9 +108,12 @@ class View:
 
     def _end_block(self) -> None:
         if self._block_kind is not None:
-            if "".join(self._block).strip():
-                self.console.print(self._block_renderable())
+            # out of the live area before it is printed for good: printing redraws the live area under it, which
+            # would show the block twice and leave the live area's height out of step with the screen
+            finished = self._block_renderable() if "".join(self._block).strip() else None
             self._block_kind, self._block = None, []
+            if finished is not None:
+                self.console.print(finished)
 
     # -- updates ---------------------------------------------------------------------------------------------
 
